@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every Debian package Strata needs to build, test and run.
+# Idempotent: packages already present are not touched, and apt-get is not
+# called at all when nothing is missing.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  cmake ninja-build ccache g++ git
+  # MLIR / LLVM 19
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  # frontends and tools
+  libyaml-cpp-dev libcli11-dev
+  # tests
+  libgtest-dev libgmock-dev python3
+  # runtime: CPU kernels and MPI
+  libdnnl-dev libopenmpi-dev openmpi-bin
+  # the independent reference implementation used by end-to-end tests and benchmarks
+  python3-torch python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
