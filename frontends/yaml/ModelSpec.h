@@ -1,0 +1,145 @@
+//===- ModelSpec.h - The parsed, validated YAML model spec ------*- C++ -*-===//
+//
+// The in-memory form of a model spec (docs/model-spec.md). The YAML parser
+// fills it and validates it; every consumer (the IR builder, the planner, the
+// training emitter) reads it. Presets (`gpt`, `mlp`) are kept as their config
+// *and* expanded into the explicit graph form, so a consumer can either use the
+// structure a preset knows (the planner exploits repeated transformer layers)
+// or the graph everybody shares.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_FRONTENDS_YAML_MODELSPEC_H
+#define STRATA_FRONTENDS_YAML_MODELSPEC_H
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace strata::frontend {
+
+/// A position in a spec file; line and col are 1-based (0 = unknown).
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+  int col = 0;
+};
+
+/// One user-facing error: printed as "file:line:col: error: message".
+struct Diagnostic {
+  SourceLoc loc;
+  std::string message;
+  std::string str() const;
+};
+
+enum class DType { F32, BF16, F16, I32 };
+/// "float32", "bfloat16", "float16", "int32".
+const char *dtypeName(DType t);
+int64_t dtypeBytes(DType t);
+
+/// The `gpt` preset; semantics are Hugging Face GPT2LMHeadModel's.
+struct GptConfig {
+  int64_t vocab = 0, seqLen = 0, hidden = 0, heads = 0, layers = 0;
+  int64_t ffnHidden = 0; // defaults to 4 * hidden
+  DType dtype = DType::F32;
+};
+
+/// The `mlp` preset: a token-wise MLP language model (docs/model-spec.md).
+struct MlpConfig {
+  int64_t vocab = 0, seqLen = 0, hidden = 0, layers = 0, ffnHidden = 0;
+  std::string activation = "gelu"; // gelu | relu
+  DType dtype = DType::F32;
+};
+
+struct OptimizerSpec {
+  enum class Kind { SGD, AdamW } kind = Kind::AdamW;
+  double lr = 1e-3;
+  double momentum = 0.0;             // sgd
+  double beta1 = 0.9, beta2 = 0.999; // adamw
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+};
+
+struct ScheduleSpec {
+  enum class Kind { Constant, Cosine, Linear } kind = Kind::Constant;
+  int64_t warmupSteps = 0;
+  double minLr = 0.0;
+  int64_t totalSteps = 0; // 0: not given (decay schedules require it)
+};
+
+struct TrainingSpec {
+  int64_t globalBatch = 8;
+  std::optional<int64_t> microBatch; // unset: one micro-batch per step
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  double gradClip = 0.0; // 0 = off
+  uint64_t seed = 0;
+  bool present = false; // whether the spec had a `training:` section
+};
+
+/// An attribute value of an explicit-graph op.
+using AttrValue = std::variant<int64_t, double, bool, std::string,
+                               std::vector<int64_t>>;
+
+/// A dimension of a graph tensor; -1 while unresolved is never stored: the
+/// symbolic `batch` dimension is resolved to the batch size at parse time.
+struct GraphTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  SourceLoc loc;
+};
+
+/// How a parameter is initialised when no --init checkpoint is given.
+struct ParamInit {
+  enum class Kind { Normal, Zeros, Ones } kind = Kind::Normal;
+  double std = 0.02;
+};
+
+struct GraphParam : GraphTensor {
+  ParamInit init;
+};
+
+struct GraphOp {
+  std::string op; // dialect op name without the "strata." prefix
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::map<std::string, AttrValue> attrs;
+  std::optional<int64_t> layer; // index of the repeated block it belongs to
+  SourceLoc loc;
+};
+
+/// The explicit graph form: named values, ops with inputs/outputs/attributes.
+struct Graph {
+  std::vector<GraphTensor> inputs;
+  std::vector<GraphParam> params;
+  std::vector<GraphOp> ops;
+  std::vector<std::string> outputs; // the first output is the scalar loss
+  SourceLoc loc;
+};
+
+struct ModelSpec {
+  std::string path;   // the spec file, as given
+  std::string family; // "gpt", "mlp" or "graph"
+  std::optional<GptConfig> gpt;
+  std::optional<MlpConfig> mlp;
+  /// The batch size the forward graph is built for: training.microBatch if
+  /// given, else training.globalBatch.
+  int64_t batch = 0;
+  Graph graph;
+  TrainingSpec training;
+};
+
+/// Parses and validates the spec at `path` (or, if `contents` is given, that
+/// text, reported as `path`). On failure returns nullopt and appends at least
+/// one located diagnostic to `diags`. Never throws, aborts or crashes.
+std::optional<ModelSpec> loadModelSpec(const std::string &path,
+                                       std::vector<Diagnostic> &diags,
+                                       const std::string *contents = nullptr);
+
+} // namespace strata::frontend
+
+#endif // STRATA_FRONTENDS_YAML_MODELSPEC_H
