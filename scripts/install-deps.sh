@@ -10,7 +10,7 @@ PACKAGES=(
   # MLIR / LLVM 19
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   # frontends and tools
-  libyaml-cpp-dev libcli11-dev
+  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   # tests
   libgtest-dev libgmock-dev python3
   # runtime: CPU kernels and MPI

@@ -1,0 +1,409 @@
+//===- StrataOps.cpp - strata dialect operations --------------------------===//
+//
+// Shape rules (inferReturnTypes) and verifiers, one per op. Errors go through
+// the op's location, which the YAML frontend sets to the spec's file:line:col,
+// so a shape mismatch in a hand-written graph points at the offending op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/strata/StrataOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+/// "[8, 64, 512]" for messages.
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return s;
+}
+
+RankedTensorType rankedType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+LogicalResult sameElementType(std::optional<Location> loc, StringRef op,
+                              Value a, Value b, StringRef what) {
+  if (rankedType(a).getElementType() != rankedType(b).getElementType())
+    return emitOptionalError(loc, "'strata.", op, "' ", what,
+                             " must have the element type of the input (",
+                             rankedType(a).getElementType(), "), got ",
+                             rankedType(b).getElementType());
+  return success();
+}
+
+/// Normalises a possibly negative axis; fails if out of range.
+FailureOr<int64_t> normaliseAxis(std::optional<Location> loc, StringRef op,
+                                 int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) {
+    (void)emitOptionalError(loc, "'strata.", op, "' axis ", axis,
+                            " is out of range for a tensor of rank ", rank,
+                            "; expected an axis in [", -rank, ", ", rank - 1,
+                            "]");
+    return failure();
+  }
+  return a;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  StringRef init = getInit();
+  if (init != "normal" && init != "zeros" && init != "ones")
+    return emitOpError("init must be one of normal, zeros, ones; got '")
+           << init << "'";
+  if (!(getInitStd().convertToDouble() >= 0.0))
+    return emitOpError("init_std must be non-negative");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto table = rankedType(adaptor.getTable());
+  auto ids = rankedType(adaptor.getIds());
+  if (table.getRank() != 2)
+    return emitOptionalError(loc, "'strata.embedding' table must be rank 2 "
+                                  "[vocab, hidden], got ",
+                             shapeStr(table.getShape()));
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  results.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto lhs = rankedType(adaptor.getLhs());
+  auto rhs = rankedType(adaptor.getRhs());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptionalError(loc, "'strata.matmul' operands must have rank >= "
+                                  "2, got ",
+                             shapeStr(lhs.getShape()), " and ",
+                             shapeStr(rhs.getShape()));
+  if (failed(sameElementType(loc, "matmul", adaptor.getLhs(), adaptor.getRhs(),
+                             "rhs")))
+    return failure();
+  int64_t lr = lhs.getRank(), rr = rhs.getRank();
+  bool ta = adaptor.getTransposeA(), tb = adaptor.getTransposeB();
+  int64_t m = lhs.getDimSize(ta ? lr - 1 : lr - 2);
+  int64_t k = lhs.getDimSize(ta ? lr - 2 : lr - 1);
+  int64_t k2 = rhs.getDimSize(tb ? rr - 1 : rr - 2);
+  int64_t n = rhs.getDimSize(tb ? rr - 2 : rr - 1);
+  if (k != k2)
+    return emitOptionalError(
+        loc, "'strata.matmul' contraction dimensions differ: lhs ",
+        shapeStr(lhs.getShape()), (ta ? " (transposed)" : ""), " has K=", k,
+        ", rhs ", shapeStr(rhs.getShape()), (tb ? " (transposed)" : ""),
+        " has K=", k2, "; expected equal sizes");
+  ArrayRef<int64_t> batch = lhs.getShape().drop_back(2);
+  if (rr != 2 && rhs.getShape().drop_back(2) != batch)
+    return emitOptionalError(
+        loc, "'strata.matmul' batch dimensions differ: lhs ",
+        shapeStr(lhs.getShape()), ", rhs ", shapeStr(rhs.getShape()),
+        "; expected rhs to have lhs's batch dimensions or rank 2");
+  SmallVector<int64_t> shape(batch);
+  shape.push_back(m);
+  shape.push_back(n);
+  results.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult BiasAddOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto in = rankedType(adaptor.getInput());
+  auto bias = rankedType(adaptor.getBias());
+  if (in.getRank() < 1 || bias.getRank() != 1 ||
+      bias.getDimSize(0) != in.getShape().back())
+    return emitOptionalError(loc, "'strata.bias_add' bias must be a vector of "
+                                  "the input's last dimension: input ",
+                             shapeStr(in.getShape()), ", bias ",
+                             shapeStr(bias.getShape()));
+  if (failed(sameElementType(loc, "bias_add", adaptor.getInput(),
+                             adaptor.getBias(), "bias")))
+    return failure();
+  results.push_back(in);
+  return success();
+}
+
+static LogicalResult inferBinary(StringRef op, std::optional<Location> loc,
+                                 Value lhs, Value rhs,
+                                 SmallVectorImpl<Type> &results) {
+  if (lhs.getType() != rhs.getType())
+    return emitOptionalError(loc, "'strata.", op,
+                             "' operands must have identical types, got ",
+                             lhs.getType(), " and ", rhs.getType());
+  results.push_back(lhs.getType());
+  return success();
+}
+
+LogicalResult AddOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
+                                      ValueRange operands, DictionaryAttr,
+                                      OpaqueProperties, RegionRange,
+                                      SmallVectorImpl<Type> &results) {
+  return inferBinary("add", loc, operands[0], operands[1], results);
+}
+
+LogicalResult MulOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
+                                      ValueRange operands, DictionaryAttr,
+                                      OpaqueProperties, RegionRange,
+                                      SmallVectorImpl<Type> &results) {
+  return inferBinary("mul", loc, operands[0], operands[1], results);
+}
+
+#define STRATA_SAME_AS_INPUT(OP)                                               \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location>, ValueRange operands,             \
+      DictionaryAttr, OpaqueProperties, RegionRange,                           \
+      SmallVectorImpl<Type> &results) {                                        \
+    results.push_back(operands[0].getType());                                  \
+    return success();                                                          \
+  }
+STRATA_SAME_AS_INPUT(ScaleOp)
+STRATA_SAME_AS_INPUT(GeluOp)
+STRATA_SAME_AS_INPUT(ReluOp)
+#undef STRATA_SAME_AS_INPUT
+
+//===----------------------------------------------------------------------===//
+// LayerNormOp, SoftmaxOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto in = rankedType(adaptor.getInput());
+  if (in.getRank() < 1)
+    return emitOptionalError(loc, "'strata.layer_norm' input must have rank "
+                                  ">= 1");
+  for (auto [what, v] : {std::pair<StringRef, Value>{"gamma", adaptor.getGamma()},
+                         {"beta", adaptor.getBeta()}}) {
+    auto t = rankedType(v);
+    if (t.getRank() != 1 || t.getDimSize(0) != in.getShape().back())
+      return emitOptionalError(loc, "'strata.layer_norm' ", what,
+                               " must be a vector of the input's last "
+                               "dimension: input ",
+                               shapeStr(in.getShape()), ", ", what, " ",
+                               shapeStr(t.getShape()));
+    if (failed(sameElementType(loc, "layer_norm", adaptor.getInput(), v, what)))
+      return failure();
+  }
+  if (!(adaptor.getEpsilon().convertToDouble() > 0.0))
+    return emitOptionalError(loc, "'strata.layer_norm' epsilon must be > 0");
+  results.push_back(in);
+  return success();
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto in = rankedType(adaptor.getInput());
+  if (in.getRank() < 1)
+    return emitOptionalError(loc, "'strata.softmax' input must have rank >= 1");
+  if (adaptor.getCausal() &&
+      (in.getRank() < 2 || in.getDimSize(in.getRank() - 1) !=
+                               in.getDimSize(in.getRank() - 2)))
+    return emitOptionalError(loc, "'strata.softmax' with causal = true needs "
+                                  "an input of shape [..., S, S], got ",
+                             shapeStr(in.getShape()));
+  results.push_back(in);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = rankedType(getInput());
+  auto out = rankedType(getResult());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("cannot change the element type (")
+           << in.getElementType() << " to " << out.getElementType() << ")";
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("element counts differ: ")
+           << shapeStr(in.getShape()) << " has " << in.getNumElements()
+           << ", " << shapeStr(out.getShape()) << " has "
+           << out.getNumElements();
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto in = rankedType(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if (static_cast<int64_t>(perm.size()) != in.getRank())
+    return emitOptionalError(loc, "'strata.transpose' permutation has ",
+                             perm.size(), " entries for a tensor of rank ",
+                             in.getRank());
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= in.getRank() || seen[p])
+      return emitOptionalError(loc, "'strata.transpose' permutation ",
+                               shapeStr(perm), " is not a permutation of 0..",
+                               in.getRank() - 1);
+    seen[p] = true;
+    shape.push_back(in.getDimSize(p));
+  }
+  results.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  auto in = rankedType(getInput());
+  FailureOr<int64_t> axis =
+      normaliseAxis(getLoc(), "split", getAxis(), in.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t parts = getNumResults();
+  if (parts == 0)
+    return emitOpError("needs at least one result");
+  if (in.getDimSize(*axis) % parts != 0)
+    return emitOpError("cannot split dimension ")
+           << *axis << " of size " << in.getDimSize(*axis) << " into "
+           << parts << " equal parts";
+  SmallVector<int64_t> shape(in.getShape());
+  shape[*axis] /= parts;
+  auto expected = RankedTensorType::get(shape, in.getElementType());
+  for (Value r : getResults())
+    if (r.getType() != expected)
+      return emitOpError("result type ")
+             << r.getType() << " differs from the expected " << expected;
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  if (operands.empty())
+    return emitOptionalError(loc, "'strata.concat' needs at least one input");
+  auto first = rankedType(operands[0]);
+  FailureOr<int64_t> axis =
+      normaliseAxis(loc, "concat", adaptor.getAxis(), first.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  shape[*axis] = 0;
+  for (Value v : operands) {
+    auto t = rankedType(v);
+    bool ok = t.getRank() == first.getRank() &&
+              t.getElementType() == first.getElementType();
+    for (int64_t d = 0; ok && d < t.getRank(); ++d)
+      ok = d == *axis || t.getDimSize(d) == first.getDimSize(d);
+    if (!ok)
+      return emitOptionalError(loc, "'strata.concat' inputs ",
+                               shapeStr(first.getShape()), " and ",
+                               shapeStr(t.getShape()),
+                               " differ outside the concatenation axis ",
+                               *axis);
+    shape[*axis] += t.getDimSize(*axis);
+  }
+  results.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto logits = rankedType(adaptor.getLogits());
+  auto targets = rankedType(adaptor.getTargets());
+  if (logits.getRank() < 1 ||
+      logits.getShape().drop_back() != targets.getShape())
+    return emitOptionalError(
+        loc, "'strata.cross_entropy' targets must have the logits' shape "
+             "without the class dimension: logits ",
+        shapeStr(logits.getShape()), ", targets ", shapeStr(targets.getShape()),
+        "; expected targets ", shapeStr(logits.getShape().drop_back()));
+  results.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/strata/StrataOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// CostOpInterface
+//===----------------------------------------------------------------------===//
+
+#include "dialects/strata/StrataInterfaces.cpp.inc"
+
+static int64_t numElements(Value v) { return rankedType(v).getNumElements(); }
+
+int64_t MatmulOp::getFlops() {
+  auto lhs = rankedType(getLhs());
+  int64_t k = lhs.getDimSize(getTransposeA() ? lhs.getRank() - 2
+                                             : lhs.getRank() - 1);
+  return 2 * numElements(getResult()) * k;
+}
+int64_t EmbeddingOp::getFlops() { return 0; }
+int64_t BiasAddOp::getFlops() { return numElements(getResult()); }
+int64_t AddOp::getFlops() { return numElements(getResult()); }
+int64_t MulOp::getFlops() { return numElements(getResult()); }
+int64_t ScaleOp::getFlops() { return numElements(getResult()); }
+// tanh-GELU: cube, fma chain, tanh, scale: ~8 flops, tanh counted as one.
+int64_t GeluOp::getFlops() { return 8 * numElements(getResult()); }
+int64_t ReluOp::getFlops() { return numElements(getResult()); }
+// mean, variance, normalise, affine: ~8 flops per element.
+int64_t LayerNormOp::getFlops() { return 8 * numElements(getResult()); }
+// scale, max, exp, sum, divide: ~5 flops per element.
+int64_t SoftmaxOp::getFlops() { return 5 * numElements(getResult()); }
+int64_t CrossEntropyOp::getFlops() { return 5 * numElements(getLogits()); }
+int64_t ReshapeOp::getFlops() { return 0; }
+int64_t ReshapeOp::getBytesAccessed() { return 0; }
+int64_t TransposeOp::getFlops() { return 0; }
+int64_t SplitOp::getFlops() { return 0; }
+int64_t ConcatOp::getFlops() { return 0; }

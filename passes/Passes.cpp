@@ -1,0 +1,3 @@
+//===- Passes.cpp - Strata pass registration ------------------------------===//
+
+#include "passes/Passes.h"

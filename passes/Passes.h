@@ -1,0 +1,19 @@
+//===- Passes.h - Strata passes ---------------------------------*- C++ -*-===//
+
+#ifndef STRATA_PASSES_PASSES_H
+#define STRATA_PASSES_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+#include <memory>
+
+namespace strata {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace strata
+
+#endif // STRATA_PASSES_PASSES_H
