@@ -3,6 +3,8 @@
 #ifndef STRATA_PASSES_PASSES_H
 #define STRATA_PASSES_PASSES_H
 
+#include "dialects/strata/StrataDialect.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include <memory>
 

@@ -14,4 +14,33 @@ def StrataSummarizeModel : Pass<"strata-summarize-model", "mlir::ModuleOp"> {
   }];
 }
 
+def StrataAutodiff : Pass<"strata-autodiff", "mlir::ModuleOp"> {
+  let summary = "Builds forward + backward of one micro-batch from @forward";
+  let description = [{
+    Replaces `func.func @forward` (whose first result is the scalar loss) by
+    `func.func @train_microbatch`: the forward ops, then the reverse-mode
+    gradient of `loss_scale * loss` built from each op's gradient rule
+    (`DifferentiableOpInterface`), then one `strata.accumulate_grad` per
+    parameter. The loss scale defaults to micro_batch / global_batch from
+    the module's `strata.training`, so that summing micro-batch gradients
+    gives the gradient of the mean loss over the global batch.
+  }];
+  let options = [
+    Option<"lossScale", "loss-scale", "double", "0.0",
+           "Gradient seed (0: micro_batch / global_batch from strata.training)">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
+def StrataBuildOptimizer : Pass<"strata-build-optimizer", "mlir::ModuleOp"> {
+  let summary = "Builds @optimizer_step from the module's training settings";
+  let description = [{
+    Adds `func.func @optimizer_step`: global-norm gradient clipping when
+    `grad_clip > 0`, then one `strata.sgd_update` or `strata.adamw_update`
+    per parameter. Weight decay applies to parameters of rank >= 2 only
+    (matmul weights and embeddings), never to biases or norm parameters.
+  }];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
 #endif // STRATA_PASSES_TD

@@ -36,4 +36,26 @@ def Strata_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Strata_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
+  let description = [{
+    The op's gradient rule (reverse mode). Given the gradients of the loss
+    with respect to the op's results, builds ops that compute the gradients
+    with respect to its operands, at the builder's insertion point.
+    `resultGrads[i]` is null when no gradient flows into result `i`;
+    `operandGrads` receives one value per operand, null for operands that
+    have no gradient (token ids, targets). The autodiff pass
+    (passes/autodiff/Autodiff.cpp) sums the gradients of values with
+    several uses; every rule is checked against finite differences in
+    tests/unit/autodiff.
+  }];
+  let cppNamespace = "::strata";
+  let methods = [
+    InterfaceMethod<"Builds the operand gradients.",
+      "::llvm::LogicalResult", "buildGradients",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
 #endif // STRATA_INTERFACES_TD

@@ -407,3 +407,131 @@ int64_t ReshapeOp::getBytesAccessed() { return 0; }
 int64_t TransposeOp::getFlops() { return 0; }
 int64_t SplitOp::getFlops() { return 0; }
 int64_t ConcatOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// Slice and gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult SliceOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto in = rankedType(adaptor.getInput());
+  FailureOr<int64_t> axis =
+      normaliseAxis(loc, "slice", adaptor.getAxis(), in.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t offset = adaptor.getOffset(), size = adaptor.getSize();
+  if (offset < 0 || size <= 0 || offset + size > in.getDimSize(*axis))
+    return emitOptionalError(loc, "'strata.slice' range [", offset, ", ",
+                             offset + size, ") is outside dimension ", *axis,
+                             " of size ", in.getDimSize(*axis));
+  SmallVector<int64_t> shape(in.getShape());
+  shape[*axis] = size;
+  results.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+int64_t SliceOp::getFlops() { return 0; }
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto grad = rankedType(getGrad());
+  auto ids = rankedType(getIds());
+  auto out = rankedType(getResult());
+  if (out.getRank() != 2 || grad.getShape().drop_back() != ids.getShape() ||
+      grad.getShape().back() != out.getDimSize(1) ||
+      grad.getElementType() != out.getElementType())
+    return emitOpError("expects grad [..., H] with the ids' leading shape and "
+                       "a result [V, H]; got grad ")
+           << shapeStr(grad.getShape()) << ", ids " << shapeStr(ids.getShape())
+           << ", result " << shapeStr(out.getShape());
+  return success();
+}
+
+LogicalResult BiasGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &results) {
+  auto in = rankedType(operands[0]);
+  if (in.getRank() < 1)
+    return emitOptionalError(loc, "'strata.bias_grad' needs rank >= 1");
+  results.push_back(
+      RankedTensorType::get({in.getShape().back()}, in.getElementType()));
+  return success();
+}
+int64_t BiasGradOp::getFlops() { return numElements(getGrad()); }
+
+static LogicalResult inferSameAsGrad(StringRef op, std::optional<Location> loc,
+                                     Value grad, Value other,
+                                     SmallVectorImpl<Type> &results) {
+  if (grad.getType() != other.getType())
+    return emitOptionalError(loc, "'strata.", op,
+                             "' grad and forward value must have identical "
+                             "types, got ",
+                             grad.getType(), " and ", other.getType());
+  results.push_back(grad.getType());
+  return success();
+}
+
+LogicalResult GeluGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &results) {
+  return inferSameAsGrad("gelu_grad", loc, operands[0], operands[1], results);
+}
+int64_t GeluGradOp::getFlops() { return 14 * numElements(getResult()); }
+
+LogicalResult ReluGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &results) {
+  return inferSameAsGrad("relu_grad", loc, operands[0], operands[1], results);
+}
+int64_t ReluGradOp::getFlops() { return numElements(getResult()); }
+
+LogicalResult SoftmaxGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &results) {
+  return inferSameAsGrad("softmax_grad", loc, operands[0], operands[1],
+                         results);
+}
+int64_t SoftmaxGradOp::getFlops() { return 4 * numElements(getResult()); }
+
+LogicalResult LayerNormGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  SmallVector<Type> inputType;
+  if (failed(inferSameAsGrad("layer_norm_grad", loc, adaptor.getGrad(),
+                             adaptor.getInput(), inputType)))
+    return failure();
+  auto in = rankedType(adaptor.getInput());
+  auto gamma = rankedType(adaptor.getGamma());
+  if (gamma.getRank() != 1 || gamma.getDimSize(0) != in.getShape().back())
+    return emitOptionalError(loc, "'strata.layer_norm_grad' gamma must be a "
+                                  "vector of the input's last dimension");
+  results.push_back(in);
+  results.push_back(gamma);
+  results.push_back(gamma);
+  return success();
+}
+int64_t LayerNormGradOp::getFlops() { return 12 * numElements(getGrad()); }
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto logits = rankedType(adaptor.getLogits());
+  auto targets = rankedType(adaptor.getTargets());
+  if (logits.getRank() < 1 ||
+      logits.getShape().drop_back() != targets.getShape())
+    return emitOptionalError(loc, "'strata.cross_entropy_grad' targets must "
+                                  "have the logits' shape without the class "
+                                  "dimension");
+  results.push_back(logits);
+  return success();
+}
+int64_t CrossEntropyGradOp::getFlops() { return 5 * numElements(getLogits()); }

@@ -30,6 +30,11 @@ class Strata_ShapeOp<string mnemonic, list<Trait> traits = []>
         [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>,
          DeclareOpInterfaceMethods<Strata_CostOpInterface>])>;
 
+/// A forward op: shape rule, cost rule and gradient rule.
+class Strata_ForwardOp<string mnemonic, list<Trait> traits = []>
+    : Strata_ShapeOp<mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<Strata_DifferentiableOpInterface>])>;
+
 //===----------------------------------------------------------------------===//
 // Declarations
 //===----------------------------------------------------------------------===//
@@ -77,7 +82,7 @@ def Strata_InputOp : Strata_Op<"input", [Pure]> {
 // Compute ops
 //===----------------------------------------------------------------------===//
 
-def Strata_EmbeddingOp : Strata_ShapeOp<"embedding"> {
+def Strata_EmbeddingOp : Strata_ForwardOp<"embedding"> {
   let summary = "looks up rows of an embedding table";
   let description = [{
     `result[i..., :] = table[ids[i...], :]`. The table is `[V, H]`, the ids
@@ -92,7 +97,7 @@ def Strata_EmbeddingOp : Strata_ShapeOp<"embedding"> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Strata_MatmulOp : Strata_ShapeOp<"matmul"> {
+def Strata_MatmulOp : Strata_ForwardOp<"matmul"> {
   let summary = "batched matrix multiplication";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_a`), `rhs` is
@@ -112,7 +117,7 @@ def Strata_MatmulOp : Strata_ShapeOp<"matmul"> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Strata_BiasAddOp : Strata_ShapeOp<"bias_add"> {
+def Strata_BiasAddOp : Strata_ForwardOp<"bias_add"> {
   let summary = "adds a vector along the last dimension";
   let description = [{
     `result[..., n] = input[..., n] + bias[n]`.
@@ -126,7 +131,7 @@ def Strata_BiasAddOp : Strata_ShapeOp<"bias_add"> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-class Strata_BinaryOp<string mnemonic, string what> : Strata_ShapeOp<mnemonic> {
+class Strata_BinaryOp<string mnemonic, string what> : Strata_ForwardOp<mnemonic> {
   let summary = "elementwise " # what;
   let description = [{
     Elementwise }] # what # [{ of two tensors of identical shape and element
@@ -144,7 +149,7 @@ class Strata_BinaryOp<string mnemonic, string what> : Strata_ShapeOp<mnemonic> {
 def Strata_AddOp : Strata_BinaryOp<"add", "sum">;
 def Strata_MulOp : Strata_BinaryOp<"mul", "product">;
 
-def Strata_ScaleOp : Strata_ShapeOp<"scale"> {
+def Strata_ScaleOp : Strata_ForwardOp<"scale"> {
   let summary = "multiplies by a constant";
   let description = [{
     `result = factor * input`.
@@ -158,7 +163,7 @@ def Strata_ScaleOp : Strata_ShapeOp<"scale"> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-class Strata_UnaryOp<string mnemonic, string what> : Strata_ShapeOp<mnemonic> {
+class Strata_UnaryOp<string mnemonic, string what> : Strata_ForwardOp<mnemonic> {
   let description = [{
     }] # what # [{ The result has the input's shape and type.
 
@@ -180,7 +185,7 @@ def Strata_ReluOp : Strata_UnaryOp<"relu", "`max(x, 0)`.">{
   let summary = "ReLU activation";
 }
 
-def Strata_LayerNormOp : Strata_ShapeOp<"layer_norm"> {
+def Strata_LayerNormOp : Strata_ForwardOp<"layer_norm"> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     `result = (x - mean(x)) / sqrt(var(x) + epsilon) * gamma + beta`, with the
@@ -198,7 +203,7 @@ def Strata_LayerNormOp : Strata_ShapeOp<"layer_norm"> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Strata_SoftmaxOp : Strata_ShapeOp<"softmax"> {
+def Strata_SoftmaxOp : Strata_ForwardOp<"softmax"> {
   let summary = "softmax over the last dimension, optionally causal and scaled";
   let description = [{
     `result = softmax(scale * input)` over the last dimension. With `causal`,
@@ -223,7 +228,8 @@ def Strata_SoftmaxOp : Strata_ShapeOp<"softmax"> {
 
 def Strata_ReshapeOp : Strata_Op<"reshape",
     [Pure, DeclareOpInterfaceMethods<Strata_CostOpInterface,
-                                     ["getBytesAccessed"]>]> {
+                                     ["getBytesAccessed"]>,
+     DeclareOpInterfaceMethods<Strata_DifferentiableOpInterface>]> {
   let summary = "reinterprets a tensor with another shape";
   let description = [{
     Same elements in row-major order, new shape given by the result type;
@@ -239,7 +245,7 @@ def Strata_ReshapeOp : Strata_Op<"reshape",
   let hasVerifier = 1;
 }
 
-def Strata_TransposeOp : Strata_ShapeOp<"transpose"> {
+def Strata_TransposeOp : Strata_ForwardOp<"transpose"> {
   let summary = "permutes dimensions";
   let description = [{
     `result` dimension `i` is `input` dimension `permutation[i]`.
@@ -254,7 +260,8 @@ def Strata_TransposeOp : Strata_ShapeOp<"transpose"> {
 }
 
 def Strata_SplitOp : Strata_Op<"split",
-    [Pure, DeclareOpInterfaceMethods<Strata_CostOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Strata_CostOpInterface>,
+     DeclareOpInterfaceMethods<Strata_DifferentiableOpInterface>]> {
   let summary = "splits a tensor into equal parts along an axis";
   let description = [{
     Splits `input` into as many equal parts along `axis` as there are results.
@@ -269,7 +276,7 @@ def Strata_SplitOp : Strata_Op<"split",
   let hasVerifier = 1;
 }
 
-def Strata_ConcatOp : Strata_ShapeOp<"concat"> {
+def Strata_ConcatOp : Strata_ForwardOp<"concat"> {
   let summary = "concatenates tensors along an axis";
   let description = [{
     All inputs have the same rank, element type and dimensions except `axis`.
@@ -287,7 +294,7 @@ def Strata_ConcatOp : Strata_ShapeOp<"concat"> {
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Strata_CrossEntropyOp : Strata_ShapeOp<"cross_entropy"> {
+def Strata_CrossEntropyOp : Strata_ForwardOp<"cross_entropy"> {
   let summary = "mean softmax cross-entropy against integer targets";
   let description = [{
     `logits` is `[..., C]`, `targets` integer with the shape `[...]`; the
@@ -301,6 +308,216 @@ def Strata_CrossEntropyOp : Strata_ShapeOp<"cross_entropy"> {
   let arguments = (ins Strata_FloatTensor:$logits, Strata_IdTensor:$targets);
   let results = (outs Strata_ScalarFloat:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and slices
+//===----------------------------------------------------------------------===//
+
+def Strata_ConstantOp : Strata_Op<"constant", [Pure]> {
+  let summary = "a tensor filled with one value";
+  let description = [{
+    Every element is `value`. Autodiff seeds the loss gradient with one
+    (`1 / micro-batches per step`, so the step's loss is the mean over the
+    global batch).
+
+    ```mlir
+    %seed = strata.constant {value = 2.500000e-01 : f64} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Strata_SliceOp : Strata_ShapeOp<"slice"> {
+  let summary = "a contiguous range along one axis";
+  let description = [{
+    `result` is `input[..., offset : offset + size, ...]` along `axis`
+    (the gradient of `concat`).
+
+    ```mlir
+    %y = strata.slice %x {axis = 1 : i64, offset = 8 : i64, size = 8 : i64} : (tensor<4x16xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Strata_AnyTensor:$input, I64Attr:$axis, I64Attr:$offset,
+                       I64Attr:$size);
+  let results = (outs Strata_AnyTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops (built by the forward ops' gradient rules)
+//===----------------------------------------------------------------------===//
+
+def Strata_EmbeddingGradOp : Strata_Op<"embedding_grad", [Pure]> {
+  let summary = "gradient of an embedding lookup with respect to the table";
+  let description = [{
+    Scatter-adds the rows of `grad` (`[..., H]`) into a zero `[V, H]` table at
+    rows `ids`; `V` comes from the result type.
+
+    ```mlir
+    %dwte = strata.embedding_grad %dx, %tokens : (tensor<8x64x64xf32>, tensor<8x64xi32>) -> tensor<512x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_IdTensor:$ids);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Strata_BiasGradOp : Strata_ShapeOp<"bias_grad"> {
+  let summary = "sums a tensor over every dimension but the last";
+  let description = [{
+    The gradient of `bias_add` with respect to the bias.
+
+    ```mlir
+    %db = strata.bias_grad %dy : (tensor<8x64x192xf32>) -> tensor<192xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+class Strata_ActivationGradOp<string mnemonic, string of>
+    : Strata_ShapeOp<mnemonic> {
+  let summary = "gradient of " # of;
+  let description = [{
+    `result = grad * f'(input)` for f = }] # of # [{, where `input` is the
+    forward op's input.
+
+    ```mlir
+    %dx = strata.}] # mnemonic # [{ %dy, %x : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_FloatTensor:$input);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_GeluGradOp : Strata_ActivationGradOp<"gelu_grad", "`strata.gelu`">;
+def Strata_ReluGradOp : Strata_ActivationGradOp<"relu_grad", "`strata.relu`">;
+
+def Strata_LayerNormGradOp : Strata_ShapeOp<"layer_norm_grad"> {
+  let summary = "gradients of layer_norm";
+  let description = [{
+    From the result gradient, the forward input and `gamma`, computes the
+    gradients with respect to the input, `gamma` and `beta` (mean and
+    variance are recomputed from the input).
+
+    ```mlir
+    %dx, %dg, %db = strata.layer_norm_grad %dy, %x, %g {epsilon = 1.0e-05 : f64} : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_FloatTensor:$input,
+                       Strata_FloatTensor:$gamma, F64Attr:$epsilon);
+  let results = (outs Strata_FloatTensor:$input_grad,
+                      Strata_FloatTensor:$gamma_grad,
+                      Strata_FloatTensor:$beta_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_SoftmaxGradOp : Strata_ShapeOp<"softmax_grad"> {
+  let summary = "gradient of softmax";
+  let description = [{
+    With `output` the forward result `y`: `result = scale * y * (grad -
+    sum(grad * y))` along the last dimension. Masked (causal) entries have
+    `y = 0` and get no gradient.
+
+    ```mlir
+    %ds = strata.softmax_grad %dp, %p {scale = 2.500000e-01 : f64} : (tensor<8x4x64x64xf32>, tensor<8x4x64x64xf32>) -> tensor<8x4x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_FloatTensor:$output,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_CrossEntropyGradOp : Strata_ShapeOp<"cross_entropy_grad"> {
+  let summary = "gradient of the mean cross-entropy with respect to the logits";
+  let description = [{
+    `result = loss_grad * (softmax(logits) - onehot(targets)) / positions`,
+    where `loss_grad` is the scalar gradient flowing into the loss.
+
+    ```mlir
+    %dl = strata.cross_entropy_grad %logits, %targets, %seed : (tensor<8x64x512xf32>, tensor<8x64xi32>, tensor<f32>) -> tensor<8x64x512xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$logits, Strata_IdTensor:$targets,
+                       Strata_ScalarFloat:$loss_grad);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Training state: gradient accumulation and optimizer updates
+//===----------------------------------------------------------------------===//
+
+def Strata_AccumulateGradOp : Strata_Op<"accumulate_grad",
+    [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "adds a gradient into a parameter's gradient buffer";
+  let description = [{
+    Adds `grad` into the gradient buffer of the parameter named `param`
+    (which has `grad`'s type). Gradient buffers are zeroed at the start of
+    each step and accumulate over its micro-batches.
+
+    ```mlir
+    strata.accumulate_grad %dw {param = "h.0.mlp.c_fc.weight"} : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, StrAttr:$param);
+  let assemblyFormat = "$grad attr-dict `:` type($grad)";
+}
+
+def Strata_ClipGradNormOp : Strata_Op<"clip_grad_norm",
+    [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "clips all gradients by their global L2 norm";
+  let description = [{
+    Computes the L2 norm over every parameter's gradient and, if it exceeds
+    `max_norm`, scales all gradients by `max_norm / (norm + 1e-6)` (exactly
+    `torch.nn.utils.clip_grad_norm_`).
+
+    ```mlir
+    strata.clip_grad_norm {max_norm = 1.000000e+00 : f64}
+    ```
+  }];
+  let arguments = (ins F64Attr:$max_norm);
+  let assemblyFormat = "attr-dict";
+}
+
+def Strata_SgdUpdateOp : Strata_Op<"sgd_update",
+    [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "SGD with momentum on one parameter";
+  let description = [{
+    `torch.optim.SGD` semantics: `g += weight_decay * p; buf = momentum * buf
+    + g` (buf = g on the first step); `p -= lr * buf`. The learning rate is
+    the step's value of the module's schedule.
+
+    ```mlir
+    strata.sgd_update {param = "fc.weight", momentum = 9.000000e-01 : f64, weight_decay = 0.000000e+00 : f64}
+    ```
+  }];
+  let arguments = (ins StrAttr:$param, F64Attr:$momentum, F64Attr:$weight_decay);
+  let assemblyFormat = "attr-dict";
+}
+
+def Strata_AdamWUpdateOp : Strata_Op<"adamw_update",
+    [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "AdamW on one parameter";
+  let description = [{
+    `torch.optim.AdamW` semantics: decoupled weight decay `p *= 1 - lr *
+    weight_decay`, then bias-corrected Adam moments. Weight decay is non-zero
+    only for parameters of rank >= 2 (matmul weights, embeddings).
+
+    ```mlir
+    strata.adamw_update {param = "wte.weight", beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64}
+    ```
+  }];
+  let arguments = (ins StrAttr:$param, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let assemblyFormat = "attr-dict";
 }
 
 #endif // STRATA_OPS_TD

@@ -1,0 +1,119 @@
+//===- Autodiff.cpp - Reverse-mode differentiation of @forward ------------===//
+//
+// The pass knows no op: it walks the forward ops in reverse and asks each
+// one for its gradient rule. What it owns is the bookkeeping — summing the
+// gradients of values with several uses, skipping ops no gradient reaches,
+// and handing parameter gradients to the training state.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/strata/StrataOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/Pass.h"
+#include "passes/Passes.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace strata {
+#define GEN_PASS_DEF_STRATAAUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+/// micro_batch / global_batch from the module's training settings, else 1.
+double defaultLossScale(ModuleOp module) {
+  auto training = module->getAttrOfType<DictionaryAttr>("strata.training");
+  if (!training)
+    return 1.0;
+  auto global = training.getAs<IntegerAttr>("global_batch");
+  auto micro = training.getAs<IntegerAttr>("micro_batch");
+  if (!global || !micro || global.getInt() <= 0)
+    return 1.0;
+  return double(micro.getInt()) / double(global.getInt());
+}
+
+struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
+  using StrataAutodiffBase::StrataAutodiffBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      module.emitError("strata-autodiff needs a func.func @forward");
+      return signalPassFailure();
+    }
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    if (ret.getNumOperands() == 0 ||
+        cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0) {
+      forward.emitError("@forward's first result must be the scalar loss");
+      return signalPassFailure();
+    }
+    double scale = lossScale != 0.0 ? lossScale : defaultLossScale(module);
+
+    // The training step returns only the loss: extra forward outputs are
+    // for inspection, not for training.
+    OpBuilder b(forward);
+    auto step = b.create<func::FuncOp>(
+        forward.getLoc(), "train_microbatch",
+        b.getFunctionType({}, {ret.getOperand(0).getType()}));
+    Block *body = step.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    IRMapping map;
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : forward.getBody().front().without_terminator())
+      forwardOps.push_back(b.clone(op, map));
+    Value loss = map.lookup(ret.getOperand(0));
+
+    // Reverse sweep. grads[v] is the (summed) gradient of the loss wrt v.
+    llvm::DenseMap<Value, Value> grads;
+    Location lossLoc = loss.getLoc();
+    grads[loss] = b.create<ConstantOp>(lossLoc, loss.getType(),
+                                       b.getF64FloatAttr(scale));
+    SmallVector<std::pair<ParamOp, Value>> paramGrads;
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool reached = false;
+      for (Value r : op->getResults()) {
+        Value g = grads.lookup(r);
+        reached |= static_cast<bool>(g);
+        resultGrads.push_back(g);
+      }
+      if (!reached)
+        continue;
+      if (auto param = dyn_cast<ParamOp>(op)) {
+        paramGrads.push_back({param, resultGrads[0]});
+        continue;
+      }
+      if (isa<InputOp>(op))
+        continue;
+      auto diff = dyn_cast<DifferentiableOpInterface>(op);
+      if (!diff) {
+        op->emitError("has no gradient rule (DifferentiableOpInterface)");
+        return signalPassFailure();
+      }
+      // Ops whose results get only partial gradients (split) handle nulls
+      // themselves; the others have a single result.
+      SmallVector<Value> operandGrads;
+      if (failed(diff.buildGradients(b, resultGrads, operandGrads)))
+        return signalPassFailure();
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!g)
+          continue;
+        Value &acc = grads[operand];
+        acc = acc ? b.create<AddOp>(op->getLoc(), acc, g).getResult() : g;
+      }
+    }
+    // Parameters in declaration order, so programs list them stably.
+    for (auto &[param, g] : llvm::reverse(paramGrads))
+      b.create<AccumulateGradOp>(param.getLoc(), g, param.getName());
+    b.create<func::ReturnOp>(forward.getLoc(), loss);
+    forward.erase();
+  }
+};
+
+} // namespace
