@@ -315,7 +315,9 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     const char *init = p.init.kind == ParamInit::Kind::Normal  ? "normal"
                        : p.init.kind == ParamInit::Kind::Zeros ? "zeros"
                                                                : "ones";
-    auto op = builder.create<ParamOp>(l, tensorType(p), p.name, init,
+    auto op = builder.create<ParamOp>(l, tensorType(p),
+                                      builder.getStringAttr(p.name),
+                                      builder.getStringAttr(init),
                                       builder.getF64FloatAttr(p.init.std));
     if (failed(define(p.name, op, l)))
       return nullptr;

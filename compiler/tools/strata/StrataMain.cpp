@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every command");
   strata::addImportSubcommand(app);
+  strata::addCompileSubcommand(app);
 #ifdef STRATA_HAVE_PLANNER
   strata::planner::addPlanSubcommand(app);
 #endif
