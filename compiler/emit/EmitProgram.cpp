@@ -171,7 +171,7 @@ private:
   /// Saved forward statistics the gradient ops reuse: layer_norm -> (mean,
   /// rstd), cross_entropy -> logsumexp.
   llvm::DenseMap<Operation *, std::pair<int, int>> savedStats;
-  int tokens = -1, targets = -1, loss = -1;
+  int tokens = -1, targets = -1, positions = -1, loss = -1;
   int nextName = 0;
   rtf::OptimizerKind optimizerKind = rtf::OptimizerKind::AdamW;
   double weightDecay = 0.0;
@@ -294,14 +294,17 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
           })
           .Case([&](InputOp in) -> LogicalResult {
             auto t = cast<RankedTensorType>(in.getType());
-            if (in.getName() != "tokens" && in.getName() != "targets")
-              return in.emitError("the CPU runtime feeds the inputs "
-                                  "'tokens' and 'targets' only; got '")
+            if (in.getName() != "tokens" && in.getName() != "targets" &&
+                in.getName() != "positions")
+              return in.emitError("the runtime feeds the inputs 'tokens', "
+                                  "'targets' and 'positions' only; got '")
                      << in.getName() << "'";
             if (!t.getElementType().isInteger(32) || t.getRank() != 2)
               return in.emitError("input '")
                      << in.getName() << "' must be i32 [batch, seq_len]";
-            int &slot = in.getName() == "tokens" ? tokens : targets;
+            int &slot = in.getName() == "tokens"    ? tokens
+                        : in.getName() == "targets" ? targets
+                                                    : positions;
             if (slot < 0)
               slot = newBuffer(in.getName().str(), t.getShape(),
                                rtf::DType::I32, true);
@@ -492,8 +495,7 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
           })
           .Case([&](SplitOp s) -> LogicalResult {
             auto in = cast<RankedTensorType>(s.getInput().getType());
-            int64_t axis = s.getAxis() < 0 ? s.getAxis() + in.getRank()
-                                           : s.getAxis();
+            int64_t axis = s.getNormalizedAxis();
             int64_t outer = product(in.getShape().take_front(axis));
             int64_t big = in.getDimSize(axis);
             int64_t inner = product(in.getShape().drop_front(axis + 1));
@@ -516,8 +518,7 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
           })
           .Case([&](SliceOp s) -> LogicalResult {
             auto in = cast<RankedTensorType>(s.getInput().getType());
-            int64_t axis = s.getAxis() < 0 ? s.getAxis() + in.getRank()
-                                           : s.getAxis();
+            int64_t axis = s.getNormalizedAxis();
             STRATA_OUT(o, s.getResult());
             emit(rtf::Opcode::SliceCopy, {operand(s.getInput()), o},
                  {product(in.getShape().take_front(axis)), in.getDimSize(axis),
@@ -527,8 +528,7 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
           })
           .Case([&](ConcatOp c) -> LogicalResult {
             auto outType = cast<RankedTensorType>(c.getType());
-            int64_t axis = c.getAxis() < 0 ? c.getAxis() + outType.getRank()
-                                           : c.getAxis();
+            int64_t axis = c.getNormalizedAxis();
             STRATA_OUT(o, c.getResult());
             int64_t start = 0;
             for (Value in : c.getInputs()) {
@@ -755,6 +755,8 @@ FailureOr<rtf::Program> ProgramEmitter::run(const EmitOptions &options,
     }
     builder.setInputs(buffers[tokens].emitted, buffers[targets].emitted,
                       buffers[loss].emitted);
+    if (positions >= 0)
+      builder.setPositions(buffers[positions].emitted);
     builder.emitZeroGrads();
     for (PendingInstruction &inst : pending) {
       std::vector<uint32_t> ops;

@@ -182,8 +182,7 @@ LogicalResult SplitOp::buildGradients(OpBuilder &b,
 LogicalResult ConcatOp::buildGradients(OpBuilder &b,
                                        ArrayRef<Value> resultGrads,
                                        SmallVectorImpl<Value> &grads) {
-  int64_t rank = rankedType(getResult()).getRank();
-  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  int64_t axis = getNormalizedAxis();
   int64_t offset = 0;
   for (Value in : getInputs()) {
     int64_t size = rankedType(in).getDimSize(axis);

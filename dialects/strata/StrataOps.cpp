@@ -368,7 +368,12 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
              "without the class dimension: logits ",
         shapeStr(logits.getShape()), ", targets ", shapeStr(targets.getShape()),
         "; expected targets ", shapeStr(logits.getShape().drop_back()));
-  results.push_back(RankedTensorType::get({}, logits.getElementType()));
+  // The loss is accumulated and reported in float32 whatever the compute
+  // dtype (mixed precision keeps the loss in full precision).
+  results.push_back(RankedTensorType::get(
+      {}, logits.getElementType().isF64()
+              ? logits.getElementType()
+              : Float32Type::get(logits.getContext())));
   return success();
 }
 

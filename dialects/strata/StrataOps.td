@@ -273,6 +273,16 @@ def Strata_SplitOp : Strata_Op<"split",
   let arguments = (ins Strata_AnyTensor:$input, I64Attr:$axis);
   let results = (outs Variadic<Strata_AnyTensor>:$results);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+
+  let extraClassDeclaration = [{
+    /// `axis` in [0, rank): negative axes count from the end.
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getOperation()->getOperand(0).getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
   let hasVerifier = 1;
 }
 
@@ -288,6 +298,16 @@ def Strata_ConcatOp : Strata_ForwardOp<"concat"> {
   let arguments = (ins Variadic<Strata_AnyTensor>:$inputs, I64Attr:$axis);
   let results = (outs Strata_AnyTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+
+  let extraClassDeclaration = [{
+    /// `axis` in [0, rank): negative axes count from the end.
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getOperation()->getOperand(0).getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -299,7 +319,8 @@ def Strata_CrossEntropyOp : Strata_ForwardOp<"cross_entropy"> {
   let description = [{
     `logits` is `[..., C]`, `targets` integer with the shape `[...]`; the
     result is the scalar mean over all positions of
-    `-log softmax(logits)[target]`, in the logits' element type.
+    `-log softmax(logits)[target]`, in float32 (float64 for float64 logits,
+    which gradient checks use).
 
     ```mlir
     %loss = strata.cross_entropy %logits, %targets : (tensor<8x64x512xf32>, tensor<8x64xi32>) -> tensor<f32>
@@ -344,6 +365,16 @@ def Strata_SliceOp : Strata_ShapeOp<"slice"> {
                        I64Attr:$size);
   let results = (outs Strata_AnyTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+
+  let extraClassDeclaration = [{
+    /// `axis` in [0, rank): negative axes count from the end.
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getOperation()->getOperand(0).getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//

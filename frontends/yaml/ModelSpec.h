@@ -39,6 +39,10 @@ enum class DType { F32, BF16, F16, I32 };
 /// "float32", "bfloat16", "float16", "int32".
 const char *dtypeName(DType t);
 int64_t dtypeBytes(DType t);
+/// Parses a dtypeName() spelling; nullopt if it is none of them.
+std::optional<DType> parseDType(const std::string &name);
+/// Whether `t` is a floating-point type.
+bool isFloatDType(DType t);
 
 /// The `gpt` preset; semantics are Hugging Face GPT2LMHeadModel's.
 struct GptConfig {
@@ -101,15 +105,32 @@ struct ParamInit {
 
 struct GraphParam : GraphTensor {
   ParamInit init;
+  std::optional<int64_t> layer; // index of the repeated block it belongs to
+};
+
+/// The inferred type of a graph value (docs/model-spec.md, "Op reference").
+struct TensorType {
+  std::vector<int64_t> shape; // rank 0: a scalar
+  DType dtype = DType::F32;
+  bool operator==(const TensorType &o) const {
+    return shape == o.shape && dtype == o.dtype;
+  }
 };
 
 struct GraphOp {
   std::string op; // dialect op name without the "strata." prefix
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  /// Every attribute of the op's schema, defaults filled in, so consumers
+  /// never need to know a default.
   std::map<std::string, AttrValue> attrs;
   std::optional<int64_t> layer; // index of the repeated block it belongs to
   SourceLoc loc;
+  /// Where each input / output name was written; empty for preset graphs
+  /// (their diagnostics point at `loc`).
+  std::vector<SourceLoc> inputLocs, outputLocs;
+  /// Inferred by validation: one per output, in order.
+  std::vector<TensorType> outputTypes;
 };
 
 /// The explicit graph form: named values, ops with inputs/outputs/attributes.
@@ -119,6 +140,13 @@ struct Graph {
   std::vector<GraphOp> ops;
   std::vector<std::string> outputs; // the first output is the scalar loss
   SourceLoc loc;
+  std::vector<SourceLoc> outputLocs; // empty for preset graphs
+  /// Type of every value (inputs, params and op outputs), filled by
+  /// validation, so the IR builder can create typed ops directly.
+  std::map<std::string, TensorType> values;
+
+  /// Total number of parameter elements (tied weights count once).
+  int64_t numParamElements() const;
 };
 
 struct ModelSpec {
@@ -132,6 +160,10 @@ struct ModelSpec {
   Graph graph;
   TrainingSpec training;
 };
+
+/// Number of elements of a shape (1 for a scalar). Shapes in a validated
+/// spec have at most 2^62 elements, so this never overflows for them.
+int64_t numElements(const std::vector<int64_t> &shape);
 
 /// Parses and validates the spec at `path` (or, if `contents` is given, that
 /// text, reported as `path`). On failure returns nullopt and appends at least

@@ -1,0 +1,383 @@
+//===- Presets.cpp - The gpt and mlp presets ------------------------------===//
+//
+// The gpt expansion follows Hugging Face GPT2LMHeadModel op for op (fused
+// qkv, pre-LayerNorm, causal attention scaled by 1/sqrt(head_dim), tanh
+// GELU, tied output projection) with HF's parameter names and layouts, so HF
+// checkpoints load unchanged.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/yaml/Presets.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace strata::frontend {
+
+namespace {
+
+constexpr int64_t kMaxVocab = 2147483647; // token ids are int32
+const char *const kVocabHint = "'vocab: N', the number of distinct tokens";
+const char *const kSeqLenHint = "'seq_len: N', the tokens per sequence";
+const char *const kHiddenHint = "'hidden: N', the model width";
+const char *const kLayersHint = "'layers: N', the number of blocks";
+
+/// Appends inputs, params and ops to a graph, all located at `loc`.
+class GraphBuilder {
+public:
+  GraphBuilder(Graph &g, SourceLoc loc) : g(g), loc(std::move(loc)) {}
+
+  void setBlock(std::optional<int64_t> layerIndex, SourceLoc where) {
+    layer = layerIndex;
+    loc = std::move(where);
+  }
+
+  std::string input(const std::string &name, std::vector<int64_t> shape) {
+    GraphTensor t;
+    t.name = name;
+    t.shape = std::move(shape);
+    t.dtype = DType::I32;
+    t.loc = loc;
+    g.inputs.push_back(t);
+    return name;
+  }
+
+  std::string param(const std::string &name, std::vector<int64_t> shape,
+                    DType dtype, ParamInit::Kind init, double stddev = 0.0) {
+    GraphParam p;
+    p.name = name;
+    p.shape = std::move(shape);
+    p.dtype = dtype;
+    p.loc = loc;
+    p.init.kind = init;
+    p.init.std = init == ParamInit::Kind::Normal ? stddev : 0.0;
+    p.layer = layer;
+    g.params.push_back(p);
+    return name;
+  }
+
+  std::vector<std::string> ops(const std::string &op,
+                               std::vector<std::string> inputs,
+                               std::vector<std::string> outputs,
+                               std::map<std::string, AttrValue> attrs = {}) {
+    GraphOp o;
+    o.op = op;
+    o.inputs = std::move(inputs);
+    o.outputs = outputs;
+    o.attrs = std::move(attrs);
+    o.layer = layer;
+    o.loc = loc;
+    g.ops.push_back(std::move(o));
+    return outputs;
+  }
+
+  std::string op(const std::string &op, std::vector<std::string> inputs,
+                 const std::string &output,
+                 std::map<std::string, AttrValue> attrs = {}) {
+    return ops(op, std::move(inputs), {output}, std::move(attrs))[0];
+  }
+
+  /// y = x . W + b with HF Conv1D layout (W is [in, out]).
+  std::string linear(const std::string &x, const std::string &w,
+                     const std::string &b, const std::string &out) {
+    std::string mm = op("matmul", {x, w}, out + "_mm");
+    return op("bias_add", {mm, b}, out);
+  }
+
+private:
+  Graph &g;
+  SourceLoc loc;
+  std::optional<int64_t> layer;
+};
+
+std::optional<DType> readFloatDType(MapReader &model) {
+  std::optional<std::string> name = model.getChoice(
+      "dtype", {"float32", "bfloat16", "float16"}, std::string("float32"));
+  if (!name)
+    return std::nullopt;
+  return parseDType(*name);
+}
+
+/// ffn_hidden defaults to 4 * hidden.
+std::optional<int64_t> readFfnHidden(MapReader &model,
+                                     std::optional<int64_t> hidden) {
+  if (model.has("ffn_hidden"))
+    return model.getInt("ffn_hidden", 1, kMaxPresetDim, 0);
+  if (!hidden)
+    return std::nullopt;
+  if (*hidden > kMaxPresetDim / 4) {
+    model.r.error(model.keyLoc("hidden"),
+                  "'hidden' is " + std::to_string(*hidden) +
+                      ", so the default ffn_hidden (4 * hidden) exceeds " +
+                      std::to_string(kMaxPresetDim) +
+                      "; expected a smaller hidden or an explicit ffn_hidden");
+    return std::nullopt;
+  }
+  return 4 * *hidden;
+}
+
+/// Divisors of n near `near`, for "expected a divisor of n such as ...".
+std::string someDivisors(int64_t n, int64_t near) {
+  std::vector<int64_t> divs;
+  for (int64_t d = 1; d * d <= n && divs.size() < 4096; ++d)
+    if (n % d == 0) {
+      divs.push_back(d);
+      divs.push_back(n / d);
+    }
+  std::sort(divs.begin(), divs.end());
+  divs.erase(std::unique(divs.begin(), divs.end()), divs.end());
+  std::stable_sort(divs.begin(), divs.end(), [&](int64_t a, int64_t b) {
+    return std::llabs(a - near) < std::llabs(b - near);
+  });
+  divs.resize(std::min<size_t>(divs.size(), 4));
+  std::sort(divs.begin(), divs.end());
+  std::vector<std::string> words;
+  for (int64_t d : divs)
+    words.push_back(std::to_string(d));
+  return joinChoices(words);
+}
+
+/// Sum of a list of element counts with overflow checking.
+std::optional<int64_t>
+sumCounts(std::initializer_list<std::optional<int64_t>> xs) {
+  int64_t total = 0;
+  for (const std::optional<int64_t> &x : xs) {
+    if (!x)
+      return std::nullopt;
+    std::optional<int64_t> s = checkedAdd(total, *x);
+    if (!s)
+      return std::nullopt;
+    total = *s;
+  }
+  return total;
+}
+
+std::optional<int64_t> mul3(int64_t a, int64_t b, int64_t c) {
+  std::optional<int64_t> ab = checkedMul(a, b);
+  return ab ? checkedMul(*ab, c) : std::nullopt;
+}
+
+} // namespace
+
+bool readGptConfig(MapReader &model, ModelSpec &spec) {
+  GptConfig c;
+  auto vocab = model.getInt("vocab", 1, kMaxVocab, std::nullopt, kVocabHint);
+  auto seqLen =
+      model.getInt("seq_len", 1, kMaxPresetDim, std::nullopt, kSeqLenHint);
+  auto hidden =
+      model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
+  auto heads = model.getInt("heads", 1, kMaxPresetDim, std::nullopt,
+                            "'heads: N', the number of attention heads "
+                            "(a divisor of hidden)");
+  auto layers =
+      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
+  auto ffn = readFfnHidden(model, hidden);
+  auto dtype = readFloatDType(model);
+  if (!vocab || !seqLen || !hidden || !heads || !layers || !ffn || !dtype)
+    return false;
+  if (*hidden % *heads != 0) {
+    model.r.error(model.find("heads"),
+                  "'heads' (" + std::to_string(*heads) +
+                      ") does not divide 'hidden' (" + std::to_string(*hidden) +
+                      "); expected a divisor of " + std::to_string(*hidden) +
+                      " such as " + someDivisors(*hidden, *heads));
+    return false;
+  }
+  int64_t h = *hidden, f = *ffn;
+  // Per block: two LayerNorms, c_attn, attn c_proj, c_fc, mlp c_proj.
+  std::optional<int64_t> block = sumCounts(
+      {checkedMul(4, h), checkedMul(h, 3 * h), checkedMul(3, h),
+       checkedMul(h, h), h, checkedMul(h, f), f, checkedMul(f, h), h});
+  std::optional<int64_t> total =
+      block ? sumCounts({checkedMul(*vocab, h), checkedMul(*seqLen, h),
+                         checkedMul(*layers, *block), checkedMul(2, h)})
+            : std::nullopt;
+  if (!total) {
+    model.r.error(model.mapNode(),
+                  "this gpt model would have more than 2^62 parameters "
+                  "(vocab * hidden + layers * (12 * hidden^2 + ...)); "
+                  "expected smaller vocab, hidden, ffn_hidden or layers");
+    return false;
+  }
+  c.vocab = *vocab;
+  c.seqLen = *seqLen;
+  c.hidden = h;
+  c.heads = *heads;
+  c.layers = *layers;
+  c.ffnHidden = f;
+  c.dtype = *dtype;
+  spec.gpt = c;
+  return true;
+}
+
+bool readMlpConfig(MapReader &model, ModelSpec &spec) {
+  MlpConfig c;
+  auto vocab = model.getInt("vocab", 1, kMaxVocab, std::nullopt, kVocabHint);
+  auto seqLen =
+      model.getInt("seq_len", 1, kMaxPresetDim, std::nullopt, kSeqLenHint);
+  auto hidden =
+      model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
+  auto layers =
+      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
+  auto ffn = readFfnHidden(model, hidden);
+  auto act =
+      model.getChoice("activation", {"gelu", "relu"}, std::string("gelu"));
+  auto dtype = readFloatDType(model);
+  if (!vocab || !seqLen || !hidden || !layers || !ffn || !act || !dtype)
+    return false;
+  int64_t h = *hidden, f = *ffn;
+  std::optional<int64_t> block =
+      sumCounts({checkedMul(h, f), f, checkedMul(f, h), h});
+  std::optional<int64_t> total =
+      block ? sumCounts({checkedMul(*vocab, h), checkedMul(*layers, *block),
+                         mul3(h, *vocab, 1), *vocab})
+            : std::nullopt;
+  if (!total) {
+    model.r.error(model.mapNode(),
+                  "this mlp model would have more than 2^62 parameters; "
+                  "expected smaller vocab, hidden, ffn_hidden or layers");
+    return false;
+  }
+  c.vocab = *vocab;
+  c.seqLen = *seqLen;
+  c.hidden = h;
+  c.layers = *layers;
+  c.ffnHidden = f;
+  c.activation = *act;
+  c.dtype = *dtype;
+  spec.mlp = c;
+  return true;
+}
+
+Graph expandGptGraph(const GptConfig &c, int64_t batch,
+                     const PresetLocs &locs) {
+  using K = ParamInit::Kind;
+  Graph g;
+  g.loc = locs.model;
+  GraphBuilder b(g, locs.model);
+  const int64_t B = batch, S = c.seqLen, H = c.hidden, nh = c.heads,
+                hd = c.hidden / c.heads, F = c.ffnHidden;
+  const double initStd = 0.02;
+  // GPT-2 scales residual projections by 1/sqrt(2 * layers) at init.
+  const double projStd = 0.02 / std::sqrt(2.0 * (double)c.layers);
+
+  std::string tokens = b.input("tokens", {B, S});
+  std::string positions = b.input("positions", {B, S});
+  std::string targets = b.input("targets", {B, S});
+  std::string wte =
+      b.param("wte.weight", {c.vocab, H}, c.dtype, K::Normal, initStd);
+  std::string wpe = b.param("wpe.weight", {S, H}, c.dtype, K::Normal, initStd);
+  std::string x = b.op("add",
+                       {b.op("embedding", {wte, tokens}, "tok_emb"),
+                        b.op("embedding", {wpe, positions}, "pos_emb")},
+                       "embed");
+
+  for (int64_t i = 0; i < c.layers; ++i) {
+    b.setBlock(i, locs.layers);
+    std::string p = "h." + std::to_string(i) + ".";
+    auto layerNorm = [&](const std::string &name, const std::string &in) {
+      std::string w = b.param(p + name + ".weight", {H}, c.dtype, K::Ones);
+      std::string bias = b.param(p + name + ".bias", {H}, c.dtype, K::Zeros);
+      return b.op("layer_norm", {in, w, bias}, p + name,
+                  {{"epsilon", AttrValue(1e-5)}});
+    };
+    std::string ln1 = layerNorm("ln_1", x);
+    std::string qkvW = b.param(p + "attn.c_attn.weight", {H, 3 * H}, c.dtype,
+                               K::Normal, initStd);
+    std::string qkvB =
+        b.param(p + "attn.c_attn.bias", {3 * H}, c.dtype, K::Zeros);
+    std::string qkv = b.linear(ln1, qkvW, qkvB, p + "attn.qkv");
+    qkv = b.op("reshape", {qkv}, p + "attn.qkv_heads",
+               {{"shape", std::vector<int64_t>{B, S, 3, nh, hd}}});
+    qkv = b.op("transpose", {qkv}, p + "attn.qkv_t",
+               {{"permutation", std::vector<int64_t>{2, 0, 3, 1, 4}}});
+    std::vector<std::string> parts =
+        b.ops("split", {qkv},
+              {p + "attn.q_part", p + "attn.k_part", p + "attn.v_part"},
+              {{"axis", int64_t(0)}, {"num", int64_t(3)}});
+    std::vector<int64_t> headShape{B, nh, S, hd};
+    std::string q =
+        b.op("reshape", {parts[0]}, p + "attn.q", {{"shape", headShape}});
+    std::string k =
+        b.op("reshape", {parts[1]}, p + "attn.k", {{"shape", headShape}});
+    std::string v =
+        b.op("reshape", {parts[2]}, p + "attn.v", {{"shape", headShape}});
+    std::string scores =
+        b.op("matmul", {q, k}, p + "attn.scores", {{"transpose_b", true}});
+    std::string probs = b.op(
+        "softmax", {scores}, p + "attn.probs",
+        {{"causal", true}, {"scale", AttrValue(1.0 / std::sqrt((double)hd))}});
+    std::string ctx = b.op("matmul", {probs, v}, p + "attn.ctx");
+    ctx = b.op("transpose", {ctx}, p + "attn.ctx_t",
+               {{"permutation", std::vector<int64_t>{0, 2, 1, 3}}});
+    ctx = b.op("reshape", {ctx}, p + "attn.ctx_merged",
+               {{"shape", std::vector<int64_t>{B, S, H}}});
+    std::string projW =
+        b.param(p + "attn.c_proj.weight", {H, H}, c.dtype, K::Normal, projStd);
+    std::string projB = b.param(p + "attn.c_proj.bias", {H}, c.dtype, K::Zeros);
+    std::string attn = b.linear(ctx, projW, projB, p + "attn.out");
+    x = b.op("add", {x, attn}, p + "res_1");
+
+    std::string ln2 = layerNorm("ln_2", x);
+    std::string fcW =
+        b.param(p + "mlp.c_fc.weight", {H, F}, c.dtype, K::Normal, initStd);
+    std::string fcB = b.param(p + "mlp.c_fc.bias", {F}, c.dtype, K::Zeros);
+    std::string fc = b.linear(ln2, fcW, fcB, p + "mlp.fc");
+    std::string act = b.op("gelu", {fc}, p + "mlp.act");
+    std::string mlpW =
+        b.param(p + "mlp.c_proj.weight", {F, H}, c.dtype, K::Normal, projStd);
+    std::string mlpB = b.param(p + "mlp.c_proj.bias", {H}, c.dtype, K::Zeros);
+    std::string mlp = b.linear(act, mlpW, mlpB, p + "mlp.out");
+    x = b.op("add", {x, mlp}, p + "out");
+  }
+
+  b.setBlock(std::nullopt, locs.model);
+  std::string lnW = b.param("ln_f.weight", {H}, c.dtype, K::Ones);
+  std::string lnB = b.param("ln_f.bias", {H}, c.dtype, K::Zeros);
+  x = b.op("layer_norm", {x, lnW, lnB}, "ln_f", {{"epsilon", AttrValue(1e-5)}});
+  // The output projection is tied to the token embedding, as in GPT-2.
+  std::string logits =
+      b.op("matmul", {x, wte}, "logits", {{"transpose_b", true}});
+  std::string loss = b.op("cross_entropy", {logits, targets}, "loss");
+  g.outputs = {loss};
+  return g;
+}
+
+Graph expandMlpGraph(const MlpConfig &c, int64_t batch,
+                     const PresetLocs &locs) {
+  using K = ParamInit::Kind;
+  Graph g;
+  g.loc = locs.model;
+  GraphBuilder b(g, locs.model);
+  const int64_t B = batch, S = c.seqLen, H = c.hidden, F = c.ffnHidden;
+  const double initStd = 0.02;
+  std::string tokens = b.input("tokens", {B, S});
+  std::string targets = b.input("targets", {B, S});
+  std::string embed =
+      b.param("embed.weight", {c.vocab, H}, c.dtype, K::Normal, initStd);
+  std::string x = b.op("embedding", {embed, tokens}, "embed");
+  for (int64_t i = 0; i < c.layers; ++i) {
+    b.setBlock(i, locs.layers);
+    std::string p = "layers." + std::to_string(i) + ".";
+    std::string w1 =
+        b.param(p + "fc1.weight", {H, F}, c.dtype, K::Normal, initStd);
+    std::string b1 = b.param(p + "fc1.bias", {F}, c.dtype, K::Zeros);
+    std::string w2 =
+        b.param(p + "fc2.weight", {F, H}, c.dtype, K::Normal, initStd);
+    std::string b2 = b.param(p + "fc2.bias", {H}, c.dtype, K::Zeros);
+    std::string h = b.linear(x, w1, b1, p + "fc1");
+    h = b.op(c.activation, {h}, p + "act");
+    h = b.linear(h, w2, b2, p + "fc2");
+    x = b.op("add", {x, h}, p + "out");
+  }
+  b.setBlock(std::nullopt, locs.model);
+  std::string headW =
+      b.param("head.weight", {H, c.vocab}, c.dtype, K::Normal, initStd);
+  std::string headB = b.param("head.bias", {c.vocab}, c.dtype, K::Zeros);
+  std::string logits = b.linear(x, headW, headB, "logits");
+  g.outputs = {b.op("cross_entropy", {logits, targets}, "loss")};
+  return g;
+}
+
+} // namespace strata::frontend

@@ -1,0 +1,40 @@
+//===- Presets.h - The gpt and mlp presets ----------------------*- C++ -*-===//
+//
+// A preset is read from its `model:` mapping and expanded into the explicit
+// graph form, so downstream code consumes one thing. Ops and params of the
+// repeated blocks carry their block index in `layer`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_FRONTENDS_YAML_PRESETS_H
+#define STRATA_FRONTENDS_YAML_PRESETS_H
+
+#include "frontends/yaml/ModelSpec.h"
+#include "frontends/yaml/YamlFields.h"
+
+namespace strata::frontend {
+
+/// Largest value accepted for a preset's size fields (seq_len, hidden, ...).
+constexpr int64_t kMaxPresetDim = int64_t(1) << 40;
+
+/// Where the expanded graph's parts point in the spec: the `model:` mapping
+/// for the embeddings and the head, the `layers:` key for the blocks.
+struct PresetLocs {
+  SourceLoc model, layers;
+};
+
+/// Read the preset's keys from `model` (already known to have that family)
+/// into spec.gpt / spec.mlp. Return false after reporting errors.
+bool readGptConfig(MapReader &model, ModelSpec &spec);
+bool readMlpConfig(MapReader &model, ModelSpec &spec);
+
+/// The graph of a preset for a batch of `batch` sequences
+/// (docs/model-spec.md describes both, value by value).
+Graph expandGptGraph(const GptConfig &cfg, int64_t batch,
+                     const PresetLocs &locs);
+Graph expandMlpGraph(const MlpConfig &cfg, int64_t batch,
+                     const PresetLocs &locs);
+
+} // namespace strata::frontend
+
+#endif // STRATA_FRONTENDS_YAML_PRESETS_H

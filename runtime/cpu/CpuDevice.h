@@ -1,0 +1,57 @@
+//===- CpuDevice.h - The CPU backend --------------------------------------===//
+//
+// Part of the Strata project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CPU_CPUDEVICE_H
+#define STRATA_RUNTIME_CPU_CPUDEVICE_H
+
+#include "runtime/core/Device.h"
+
+#include <vector>
+
+namespace strata::rt::cpu {
+
+/// An instruction with its operand pointers resolved against the arena.
+struct BoundInstruction {
+  const Instruction *inst;
+  std::vector<void *> operands;
+  std::vector<int64_t> elements; ///< Element count of each operand.
+
+  float *f32(size_t i) const { return static_cast<float *>(operands[i]); }
+  int32_t *i32(size_t i) const { return static_cast<int32_t *>(operands[i]); }
+  double *f64(size_t i) const { return static_cast<double *>(operands[i]); }
+  int64_t attr(size_t i) const { return inst->ints[i]; }
+  double fattr(size_t i) const { return inst->floats[i]; }
+};
+
+using KernelFn = void (*)(const BoundInstruction &, const ExecContext &);
+
+/// The CPU kernel of an opcode, or nullptr (CpuKernelTable.cpp).
+KernelFn lookupCpuKernel(Opcode opcode);
+
+class CpuDevice final : public Device {
+public:
+  CpuDevice();
+  ~CpuDevice() override;
+  const char *name() const override { return "cpu"; }
+  void setThreads(int threads) override;
+  void prepare(const RankProgram &rank) override;
+  void upload(uint64_t offset, const void *src, uint64_t bytes) override;
+  void download(uint64_t offset, void *dst, uint64_t bytes) const override;
+  void run(SequenceKind kind, const ExecContext &ctx) override;
+
+private:
+  struct BoundStep {
+    KernelFn kernel;
+    BoundInstruction bound;
+  };
+  uint8_t *arena_ = nullptr;
+  uint64_t arenaBytes_ = 0;
+  std::vector<BoundStep> sequences_[kNumSequenceKinds];
+};
+
+} // namespace strata::rt::cpu
+
+#endif // STRATA_RUNTIME_CPU_CPUDEVICE_H

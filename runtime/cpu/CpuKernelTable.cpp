@@ -1,0 +1,199 @@
+//===- CpuKernelTable.cpp - Opcode -> CPU kernel table --------------------===//
+//
+// Part of the Strata project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Each entry unpacks operands and attributes in the order OpSchema.cpp
+// declares them and calls the kernel. Adding an opcode means: a line in
+// Opcodes.def, its schema entry, and one entry here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <array>
+#include <cmath>
+
+namespace strata::rt::cpu {
+
+namespace {
+
+using B = BoundInstruction;
+using C = ExecContext;
+
+void runFill(const B &b, const C &) {
+  fill(b.f32(0), b.elements[0], float(b.fattr(0)));
+}
+void runCopy(const B &b, const C &) { copy(b.f32(0), b.f32(1), b.elements[0]); }
+void runAccumulate(const B &b, const C &) {
+  accumulate(b.f32(0), b.f32(1), b.elements[0]);
+}
+void runAdd(const B &b, const C &) {
+  add(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+}
+void runMul(const B &b, const C &) {
+  mul(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+}
+void runScale(const B &b, const C &) {
+  scale(b.f32(0), b.f32(1), b.elements[0], float(b.fattr(0)));
+}
+void runTranspose(const B &b, const C &) {
+  int rank = int(b.attr(0));
+  transpose(b.f32(0), b.f32(1), rank, b.inst->ints.data() + 1,
+            b.inst->ints.data() + 1 + rank);
+}
+void runSliceCopy(const B &b, const C &) {
+  sliceCopy(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
+            b.attr(4));
+}
+void runSliceInsert(const B &b, const C &) {
+  sliceInsert(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
+              b.attr(4), b.attr(5) != 0);
+}
+void runMatmul(const B &b, const C &) {
+  MatmulShape s;
+  s.batch = b.attr(0);
+  s.m = b.attr(1);
+  s.n = b.attr(2);
+  s.k = b.attr(3);
+  s.transA = b.attr(4) != 0;
+  s.transB = b.attr(5) != 0;
+  s.broadcastB = b.attr(6) != 0;
+  matmul(b.f32(0), b.f32(1), b.f32(2), s, float(b.fattr(0)), float(b.fattr(1)));
+}
+void runEmbeddingFwd(const B &b, const C &) {
+  embeddingFwd(b.i32(0), b.elements[0], b.f32(1), b.attr(0), b.attr(1),
+               b.attr(2), b.f32(2));
+}
+void runEmbeddingBwd(const B &b, const C &) {
+  embeddingBwd(b.i32(0), b.elements[0], b.f32(1), b.attr(0), b.attr(1),
+               b.attr(2), b.f32(2));
+}
+void runBiasAdd(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  biasAdd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n);
+}
+void runBiasGrad(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  biasGrad(b.f32(0), b.f32(1), b.elements[0] / n, n);
+}
+void runGeluFwd(const B &b, const C &) {
+  geluFwd(b.f32(0), b.f32(1), b.elements[0]);
+}
+void runGeluBwd(const B &b, const C &) {
+  geluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+}
+void runReluFwd(const B &b, const C &) {
+  reluFwd(b.f32(0), b.f32(1), b.elements[0]);
+}
+void runReluBwd(const B &b, const C &) {
+  reluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+}
+void runLayerNormFwd(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  layerNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+               b.elements[0] / n, n, float(b.fattr(0)));
+}
+void runLayerNormBwd(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  layerNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+               b.f32(6), b.f32(7), b.elements[0] / n, n);
+}
+void runSoftmaxFwd(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  softmaxFwd(b.f32(0), b.f32(1), b.elements[0] / n, n, b.attr(1) != 0,
+             float(b.fattr(0)));
+}
+void runSoftmaxBwd(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  softmaxBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n,
+             float(b.fattr(0)));
+}
+void runCrossEntropyFwd(const B &b, const C &) {
+  int64_t vocab = b.attr(0);
+  double loss = crossEntropyFwd(b.f32(0), b.i32(1), b.elements[0] / vocab,
+                                vocab, b.f32(3));
+  *b.f32(2) = float(loss);
+}
+void runCrossEntropyBwd(const B &b, const C &) {
+  int64_t vocab = b.attr(0);
+  crossEntropyBwd(b.f32(0), b.i32(1), b.f32(2), b.f32(3), b.elements[0] / vocab,
+                  vocab, float(b.fattr(0)));
+}
+void runGradSumSq(const B &b, const C &) {
+  double total = 0.0;
+  for (size_t i = 1; i < b.operands.size(); ++i)
+    total += sumSquares(b.f32(i), b.elements[i]);
+  *b.f64(0) = total;
+}
+void runClipGrads(const B &b, const C &) {
+  // torch.nn.utils.clip_grad_norm_: scale only when the coefficient is < 1.
+  double norm = std::sqrt(*b.f64(0));
+  double coef = b.fattr(0) / (norm + 1e-6);
+  if (!(coef < 1.0))
+    return;
+  for (size_t i = 1; i < b.operands.size(); ++i)
+    scale(b.f32(i), b.f32(i), b.elements[i], float(coef));
+}
+void runSgdStep(const B &b, const C &ctx) {
+  sgdStep(b.f32(0), b.f32(1), b.f32(2), b.elements[0], ctx.lr, b.fattr(0),
+          b.fattr(1));
+}
+void runAdamWStep(const B &b, const C &ctx) {
+  adamwStep(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.elements[0], ctx.lr,
+            b.fattr(0), b.fattr(1), b.fattr(2), b.fattr(3), ctx.step + 1);
+}
+
+struct Entry {
+  Opcode opcode;
+  KernelFn kernel;
+};
+
+constexpr Entry kEntries[] = {
+    {Opcode::Fill, runFill},
+    {Opcode::Copy, runCopy},
+    {Opcode::Accumulate, runAccumulate},
+    {Opcode::Add, runAdd},
+    {Opcode::Mul, runMul},
+    {Opcode::Scale, runScale},
+    {Opcode::Transpose, runTranspose},
+    {Opcode::SliceCopy, runSliceCopy},
+    {Opcode::SliceInsert, runSliceInsert},
+    {Opcode::Matmul, runMatmul},
+    {Opcode::EmbeddingFwd, runEmbeddingFwd},
+    {Opcode::EmbeddingBwd, runEmbeddingBwd},
+    {Opcode::BiasAdd, runBiasAdd},
+    {Opcode::BiasGrad, runBiasGrad},
+    {Opcode::GeluFwd, runGeluFwd},
+    {Opcode::GeluBwd, runGeluBwd},
+    {Opcode::ReluFwd, runReluFwd},
+    {Opcode::ReluBwd, runReluBwd},
+    {Opcode::LayerNormFwd, runLayerNormFwd},
+    {Opcode::LayerNormBwd, runLayerNormBwd},
+    {Opcode::SoftmaxFwd, runSoftmaxFwd},
+    {Opcode::SoftmaxBwd, runSoftmaxBwd},
+    {Opcode::CrossEntropyFwd, runCrossEntropyFwd},
+    {Opcode::CrossEntropyBwd, runCrossEntropyBwd},
+    {Opcode::GradSumSq, runGradSumSq},
+    {Opcode::ClipGrads, runClipGrads},
+    {Opcode::SgdStep, runSgdStep},
+    {Opcode::AdamWStep, runAdamWStep},
+};
+
+std::array<KernelFn, 65536> buildTable() {
+  std::array<KernelFn, 65536> table{};
+  for (const Entry &e : kEntries)
+    table[static_cast<uint16_t>(e.opcode)] = e.kernel;
+  return table;
+}
+
+} // namespace
+
+KernelFn lookupCpuKernel(Opcode opcode) {
+  static const std::array<KernelFn, 65536> table = buildTable();
+  return table[static_cast<uint16_t>(opcode)];
+}
+
+} // namespace strata::rt::cpu

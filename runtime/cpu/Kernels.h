@@ -1,0 +1,115 @@
+//===- Kernels.h - fp32 CPU kernels of the Strata instruction set ---------===//
+//
+// Part of the Strata project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Plain functions over raw pointers and explicit sizes, so the unit tests can
+// call them directly against reference implementations. Sizes were checked by
+// the program verifier; kernels do not re-check them. Every kernel works on
+// independent rows or elements, so a later multi-threaded version splits the
+// outer loop.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CPU_KERNELS_H
+#define STRATA_RUNTIME_CPU_KERNELS_H
+
+#include <cstdint>
+
+namespace strata::rt::cpu {
+
+// Elementwise. `out` may be the same array as an input.
+void fill(float *out, int64_t n, float value);
+void copy(const float *x, float *out, int64_t n);
+void accumulate(const float *x, float *y, int64_t n); ///< y += x
+void add(const float *a, const float *b, float *out, int64_t n);
+void mul(const float *a, const float *b, float *out, int64_t n);
+void scale(const float *x, float *out, int64_t n, float alpha);
+
+struct MatmulShape {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool transA = false, transB = false;
+  /// B has no batch dimension: every batch entry uses the same B.
+  bool broadcastB = false;
+};
+/// C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b], row-major; op(A) is
+/// [m, k] (A stored [k, m] when transA), op(B) is [k, n] (stored [n, k] when
+/// transB). beta = 0 ignores the old C (it may hold NaN).
+void matmul(const float *a, const float *b, float *c, const MatmulShape &s,
+            float alpha, float beta);
+
+/// out[i, :] = table[ids[i] - rowStart, :]; ids outside the table's rows
+/// [rowStart, rowStart + rows) give zeros (a vocab-sharded table).
+void embeddingFwd(const int32_t *ids, int64_t count, const float *table,
+                  int64_t rows, int64_t hidden, int64_t rowStart, float *out);
+/// dtable[ids[i] - rowStart, :] += dout[i, :], for ids inside the table.
+void embeddingBwd(const int32_t *ids, int64_t count, const float *dout,
+                  int64_t rows, int64_t hidden, int64_t rowStart,
+                  float *dtable);
+
+/// out[r, :] = x[r, :] + bias; dbias += column sums of dout.
+void biasAdd(const float *x, const float *bias, float *out, int64_t rows,
+             int64_t n);
+void biasGrad(const float *dout, float *dbias, int64_t rows, int64_t n);
+
+/// Hugging Face "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void geluFwd(const float *x, float *out, int64_t n);
+void geluBwd(const float *x, const float *dy, float *dx, int64_t n);
+void reluFwd(const float *x, float *out, int64_t n);
+void reluBwd(const float *x, const float *dy, float *dx, int64_t n);
+
+/// Over rows of length n: out = (x - mean) * rstd * gamma + beta, with the
+/// biased variance and rstd = 1 / sqrt(var + eps). Saves mean and rstd.
+void layerNormFwd(const float *x, const float *gamma, const float *beta,
+                  float *out, float *mean, float *rstd, int64_t rows, int64_t n,
+                  float eps);
+/// dx is overwritten; dgamma and dbeta accumulate.
+void layerNormBwd(const float *dy, const float *x, const float *gamma,
+                  const float *mean, const float *rstd, float *dx,
+                  float *dgamma, float *dbeta, int64_t rows, int64_t n);
+
+/// out = softmax(scale * x) over rows of length n. With `causal`, row r is
+/// row i = r mod n of an n x n block and columns j > i are masked (out 0).
+void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
+                bool causal, float scale);
+/// dx = scale * y * (dy - sum(y * dy)) per row.
+void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
+                int64_t n, float scale);
+
+/// Writes lse[r] = logsumexp(logits[r, :]) and returns the mean over rows of
+/// lse[r] - logits[r, target[r]]. Targets outside [0, vocab) contribute 0.
+double crossEntropyFwd(const float *logits, const int32_t *targets,
+                       int64_t rows, int64_t vocab, float *lse);
+/// dlogits = (softmax(logits) - onehot(target)) * scale.
+void crossEntropyBwd(const float *logits, const int32_t *targets,
+                     const float *lse, float *dlogits, int64_t rows,
+                     int64_t vocab, float scale);
+
+/// out = x.permute(perm) made contiguous; x has dims[0..rank).
+void transpose(const float *x, float *out, int rank, const int64_t *dims,
+               const int64_t *perm);
+/// Views x as [outer, big, inner]: out[outer, small, inner] =
+/// x[:, start:start+small, :].
+void sliceCopy(const float *x, float *out, int64_t outer, int64_t big,
+               int64_t small, int64_t start, int64_t inner);
+/// out[:, start:start+small, :] (=|+=) x, out viewed as [outer, big, inner].
+void sliceInsert(const float *x, float *out, int64_t outer, int64_t big,
+                 int64_t small, int64_t start, int64_t inner, bool accumulate);
+
+/// Sum of squares accumulated in double.
+double sumSquares(const float *x, int64_t n);
+
+/// torch.optim.SGD (dampening 0, no nesterov): g' = g + wd p;
+/// buf = momentum buf + g'; p -= lr buf. A zero buf on the first step gives
+/// torch's buf = g'.
+void sgdStep(float *param, const float *grad, float *buf, int64_t n, double lr,
+             double momentum, double weightDecay);
+/// torch.optim.AdamW, step counted from 1, in torch's operation order.
+void adamwStep(float *param, const float *grad, float *expAvg, float *expAvgSq,
+               int64_t n, double lr, double beta1, double beta2, double eps,
+               double weightDecay, int64_t step);
+
+} // namespace strata::rt::cpu
+
+#endif // STRATA_RUNTIME_CPU_KERNELS_H

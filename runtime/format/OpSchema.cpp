@@ -1,0 +1,378 @@
+//===- OpSchema.cpp - Operand and attribute schema of every opcode --------===//
+//
+// Part of the Strata project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/format/OpSchema.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace strata::rt {
+
+namespace {
+
+constexpr int64_t kMaxDim = int64_t(1) << 40;
+constexpr int64_t kMaxElements = int64_t(1) << 56;
+
+/// Product of dims, or -1 on overflow (so it never matches a buffer size).
+int64_t product(std::initializer_list<int64_t> dims) {
+  __int128 p = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || d > kMaxDim)
+      return -1;
+    p *= d;
+    if (p > kMaxElements)
+      return -1;
+  }
+  return static_cast<int64_t>(p);
+}
+
+int64_t attr(VerifyContext &ctx, size_t i) { return ctx.inst.ints[i]; }
+
+/// All operands hold the same number of elements (elementwise ops).
+bool verifySameSize(VerifyContext &ctx) {
+  int64_t n = ctx.operands[0]->numElements();
+  for (size_t i = 1; i < ctx.operands.size(); ++i)
+    if (!ctx.expectElements(i, n))
+      return false;
+  return true;
+}
+
+bool verifyAny(VerifyContext &) { return true; }
+
+bool verifyScalarFirst(VerifyContext &ctx) { return ctx.expectElements(0, 1); }
+
+bool verifyMatmul(VerifyContext &ctx) {
+  for (size_t i = 0; i < 4; ++i)
+    if (!ctx.expectIntRange(i, 1, kMaxDim))
+      return false;
+  for (size_t i = 4; i < 7; ++i)
+    if (!ctx.expectIntRange(i, 0, 1))
+      return false;
+  int64_t batch = attr(ctx, 0), m = attr(ctx, 1), n = attr(ctx, 2),
+          k = attr(ctx, 3);
+  bool broadcastB = attr(ctx, 6);
+  return ctx.expectElements(0, product({batch, m, k})) &&
+         ctx.expectElements(1, product({broadcastB ? 1 : batch, k, n})) &&
+         ctx.expectElements(2, product({batch, m, n}));
+}
+
+/// embedding_fwd: ids, table[rows, hidden], out[ids, hidden].
+bool verifyEmbeddingFwd(VerifyContext &ctx) {
+  if (!ctx.expectIntRange(0, 1, kMaxDim) ||
+      !ctx.expectIntRange(1, 1, kMaxDim) || !ctx.expectIntRange(2, 0, kMaxDim))
+    return false;
+  int64_t ids = ctx.operands[0]->numElements();
+  return ctx.expectElements(1, product({attr(ctx, 0), attr(ctx, 1)})) &&
+         ctx.expectElements(2, product({ids, attr(ctx, 1)}));
+}
+
+/// embedding_bwd: ids, dout[ids, hidden], dtable[rows, hidden].
+bool verifyEmbeddingBwd(VerifyContext &ctx) {
+  if (!ctx.expectIntRange(0, 1, kMaxDim) ||
+      !ctx.expectIntRange(1, 1, kMaxDim) || !ctx.expectIntRange(2, 0, kMaxDim))
+    return false;
+  int64_t ids = ctx.operands[0]->numElements();
+  return ctx.expectElements(1, product({ids, attr(ctx, 1)})) &&
+         ctx.expectElements(2, product({attr(ctx, 0), attr(ctx, 1)}));
+}
+
+/// Ops over rows of length ints[0]: operand 0 decides the row count; the
+/// operands in `rowShaped` hold rows*n elements, those in `perRow` rows, and
+/// those in `perColumn` n.
+bool verifyRows(VerifyContext &ctx, std::initializer_list<size_t> rowShaped,
+                std::initializer_list<size_t> perRow,
+                std::initializer_list<size_t> perColumn) {
+  if (!ctx.expectIntRange(0, 1, kMaxDim))
+    return false;
+  int64_t n = attr(ctx, 0);
+  int64_t total = ctx.operands[0]->numElements();
+  if (total % n != 0) {
+    ctx.error =
+        "operand '" + ctx.operands[0]->name + "' has " + std::to_string(total) +
+        " elements, not a multiple of the row length " + std::to_string(n);
+    return false;
+  }
+  int64_t rows = total / n;
+  for (size_t i : rowShaped)
+    if (!ctx.expectElements(i, total))
+      return false;
+  for (size_t i : perRow)
+    if (!ctx.expectElements(i, rows))
+      return false;
+  for (size_t i : perColumn)
+    if (!ctx.expectElements(i, n))
+      return false;
+  return true;
+}
+
+bool verifyBiasAdd(VerifyContext &ctx) { return verifyRows(ctx, {2}, {}, {1}); }
+bool verifyBiasGrad(VerifyContext &ctx) { return verifyRows(ctx, {}, {}, {1}); }
+bool verifyLayerNormFwd(VerifyContext &ctx) {
+  return verifyRows(ctx, {3}, {4, 5}, {1, 2});
+}
+bool verifyLayerNormBwd(VerifyContext &ctx) {
+  return verifyRows(ctx, {1, 5}, {3, 4}, {2, 6, 7});
+}
+bool verifySoftmaxFwd(VerifyContext &ctx) {
+  if (!ctx.expectIntRange(1, 0, 1) || !verifyRows(ctx, {1}, {}, {}))
+    return false;
+  // A causal mask views the input as [..., n, n].
+  int64_t n = attr(ctx, 0);
+  if (attr(ctx, 1) && ctx.operands[0]->numElements() % (n * n) != 0) {
+    ctx.error =
+        "causal softmax needs [..., n, n] input with n=" + std::to_string(n) +
+        ", but '" + ctx.operands[0]->name + "' has " +
+        std::to_string(ctx.operands[0]->numElements()) + " elements";
+    return false;
+  }
+  return true;
+}
+bool verifySoftmaxBwd(VerifyContext &ctx) {
+  return verifyRows(ctx, {1, 2}, {}, {});
+}
+bool verifyCrossEntropyFwd(VerifyContext &ctx) {
+  return verifyRows(ctx, {}, {1, 3}, {}) && ctx.expectElements(2, 1);
+}
+bool verifyCrossEntropyBwd(VerifyContext &ctx) {
+  return verifyRows(ctx, {3}, {1, 2}, {});
+}
+
+bool verifyTranspose(VerifyContext &ctx) {
+  const auto &ints = ctx.inst.ints;
+  if (ints.empty() || ints[0] < 1 || ints[0] > 5) {
+    ctx.error = "transpose needs ints = [rank, dims..., perm...] with rank in "
+                "1..5";
+    return false;
+  }
+  size_t rank = ints[0];
+  if (ints.size() != 1 + 2 * rank) {
+    ctx.error = "transpose of rank " + std::to_string(rank) + " needs " +
+                std::to_string(1 + 2 * rank) + " int attributes, got " +
+                std::to_string(ints.size());
+    return false;
+  }
+  __int128 total = 1;
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t d = ints[1 + i], p = ints[1 + rank + i];
+    if (d < 1 || d > kMaxDim || p < 0 || p >= int64_t(rank) || seen[p]) {
+      ctx.error = "transpose dims must be >= 1 and perm a permutation of 0.." +
+                  std::to_string(rank - 1);
+      return false;
+    }
+    seen[p] = true;
+    total *= d;
+    if (total > kMaxElements)
+      return ctx.expectElements(0, -1);
+  }
+  return ctx.expectElements(0, int64_t(total)) &&
+         ctx.expectElements(1, int64_t(total));
+}
+
+/// slice_copy (x big -> out small) and slice_insert (x small -> out big):
+/// ints = [outer, big, small, start, inner].
+bool verifySlice(VerifyContext &ctx, bool insert) {
+  for (size_t i = 0; i < 5; ++i)
+    if (!ctx.expectIntRange(i, i == 2 || i == 3 ? 0 : 1, kMaxDim))
+      return false;
+  if (insert && !ctx.expectIntRange(5, 0, 1))
+    return false;
+  int64_t outer = attr(ctx, 0), big = attr(ctx, 1), small = attr(ctx, 2),
+          start = attr(ctx, 3), inner = attr(ctx, 4);
+  if (start + small > big) {
+    ctx.error = "slice [" + std::to_string(start) + ", " +
+                std::to_string(start + small) + ") exceeds the axis length " +
+                std::to_string(big);
+    return false;
+  }
+  int64_t bigElems = product({outer, big, inner});
+  int64_t smallElems = product({outer, small, inner});
+  return ctx.expectElements(0, insert ? smallElems : bigElems) &&
+         ctx.expectElements(1, insert ? bigElems : smallElems);
+}
+bool verifySliceCopy(VerifyContext &ctx) { return verifySlice(ctx, false); }
+bool verifySliceInsert(VerifyContext &ctx) { return verifySlice(ctx, true); }
+
+bool verifyOptimizer(VerifyContext &ctx) { return verifySameSize(ctx); }
+
+constexpr auto In = OperandRole::In;
+constexpr auto Out = OperandRole::Out;
+constexpr auto InOut = OperandRole::InOut;
+constexpr auto F32 = DType::F32;
+constexpr auto I32 = DType::I32;
+constexpr auto F64 = DType::F64;
+
+std::vector<OpSchema> buildSchemas() {
+  std::vector<OpSchema> s;
+  auto add = [&](OpSchema schema) { s.push_back(std::move(schema)); };
+  // clang-format off
+  add({Opcode::Fill, "fill", {{"out", Out, F32}}, false, {}, false, {"value"}, false, verifyAny});
+  add({Opcode::Copy, "copy", {{"x", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::Accumulate, "accumulate", {{"x", In, F32}, {"y", InOut, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::Add, "add", {{"a", In, F32}, {"b", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::Mul, "mul", {{"a", In, F32}, {"b", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::Scale, "scale", {{"x", In, F32}, {"out", Out, F32}}, false, {}, false, {"alpha"}, true, verifySameSize});
+  add({Opcode::Transpose, "transpose", {{"x", In, F32}, {"out", Out, F32}}, false, {"rank"}, true, {}, false, verifyTranspose});
+  add({Opcode::SliceCopy, "slice_copy", {{"x", In, F32}, {"out", Out, F32}}, false, {"outer", "big", "small", "start", "inner"}, false, {}, false, verifySliceCopy});
+  add({Opcode::SliceInsert, "slice_insert", {{"x", In, F32}, {"out", InOut, F32}}, false, {"outer", "big", "small", "start", "inner", "accumulate"}, false, {}, false, verifySliceInsert});
+  add({Opcode::Matmul, "matmul", {{"a", In, F32}, {"b", In, F32}, {"c", InOut, F32}}, false, {"batch", "m", "n", "k", "trans_a", "trans_b", "broadcast_b"}, false, {"alpha", "beta"}, false, verifyMatmul});
+  add({Opcode::EmbeddingFwd, "embedding_fwd", {{"ids", In, I32}, {"table", In, F32}, {"out", Out, F32}}, false, {"rows", "hidden", "row_start"}, false, {}, false, verifyEmbeddingFwd});
+  add({Opcode::EmbeddingBwd, "embedding_bwd", {{"ids", In, I32}, {"dout", In, F32}, {"dtable", InOut, F32}}, false, {"rows", "hidden", "row_start"}, false, {}, false, verifyEmbeddingBwd});
+  add({Opcode::BiasAdd, "bias_add", {{"x", In, F32}, {"bias", In, F32}, {"out", Out, F32}}, false, {"n"}, false, {}, true, verifyBiasAdd});
+  add({Opcode::BiasGrad, "bias_grad", {{"dout", In, F32}, {"dbias", InOut, F32}}, false, {"n"}, false, {}, false, verifyBiasGrad});
+  add({Opcode::GeluFwd, "gelu_fwd", {{"x", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::GeluBwd, "gelu_bwd", {{"x", In, F32}, {"dy", In, F32}, {"dx", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::ReluFwd, "relu_fwd", {{"x", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::ReluBwd, "relu_bwd", {{"x", In, F32}, {"dy", In, F32}, {"dx", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::LayerNormFwd, "layernorm_fwd", {{"x", In, F32}, {"gamma", In, F32}, {"beta", In, F32}, {"out", Out, F32}, {"mean", Out, F32}, {"rstd", Out, F32}}, false, {"n"}, false, {"eps"}, false, verifyLayerNormFwd});
+  add({Opcode::LayerNormBwd, "layernorm_bwd", {{"dy", In, F32}, {"x", In, F32}, {"gamma", In, F32}, {"mean", In, F32}, {"rstd", In, F32}, {"dx", Out, F32}, {"dgamma", InOut, F32}, {"dbeta", InOut, F32}}, false, {"n"}, false, {}, false, verifyLayerNormBwd});
+  add({Opcode::SoftmaxFwd, "softmax_fwd", {{"x", In, F32}, {"out", Out, F32}}, false, {"n", "causal"}, false, {"scale"}, true, verifySoftmaxFwd});
+  add({Opcode::SoftmaxBwd, "softmax_bwd", {{"y", In, F32}, {"dy", In, F32}, {"dx", Out, F32}}, false, {"n"}, false, {"scale"}, true, verifySoftmaxBwd});
+  add({Opcode::CrossEntropyFwd, "cross_entropy_fwd", {{"logits", In, F32}, {"targets", In, I32}, {"loss", Out, F32}, {"lse", Out, F32}}, false, {"vocab"}, false, {}, false, verifyCrossEntropyFwd});
+  add({Opcode::CrossEntropyBwd, "cross_entropy_bwd", {{"logits", In, F32}, {"targets", In, I32}, {"lse", In, F32}, {"dlogits", Out, F32}}, false, {"vocab"}, false, {"scale"}, true, verifyCrossEntropyBwd});
+  add({Opcode::GradSumSq, "grad_sumsq", {{"out", Out, F64}, {"grads", In, F32}}, true, {}, false, {}, false, verifyScalarFirst});
+  add({Opcode::ClipGrads, "clip_grads", {{"sumsq", In, F64}, {"grads", InOut, F32}}, true, {}, false, {"max_norm"}, false, verifyScalarFirst});
+  add({Opcode::SgdStep, "sgd_step", {{"param", InOut, F32}, {"grad", In, F32}, {"momentum_buf", InOut, F32}}, false, {}, false, {"momentum", "weight_decay"}, false, verifyOptimizer});
+  add({Opcode::AdamWStep, "adamw_step", {{"param", InOut, F32}, {"grad", In, F32}, {"exp_avg", InOut, F32}, {"exp_avg_sq", InOut, F32}}, false, {}, false, {"beta1", "beta2", "eps", "weight_decay"}, false, verifyOptimizer});
+  // clang-format on
+  return s;
+}
+
+const std::vector<OpSchema> &schemas() {
+  static const std::vector<OpSchema> table = buildSchemas();
+  return table;
+}
+
+bool overlaps(const BufferDesc &a, const BufferDesc &b) {
+  return a.offset < b.offset + b.byteSize() &&
+         b.offset < a.offset + a.byteSize();
+}
+
+} // namespace
+
+bool VerifyContext::expectElements(size_t index, int64_t elements) {
+  int64_t have = operands[index]->numElements();
+  if (have == elements)
+    return true;
+  std::ostringstream os;
+  os << "operand " << index << " ('" << operands[index]->name << "') has "
+     << have << " elements but the attributes need "
+     << (elements < 0 ? std::string("an overflowing count")
+                      : std::to_string(elements));
+  error = os.str();
+  return false;
+}
+
+bool VerifyContext::expectIntRange(size_t index, int64_t lo, int64_t hi) {
+  int64_t v = inst.ints[index];
+  if (v >= lo && v <= hi)
+    return true;
+  error = "int attribute " + std::to_string(index) + " = " + std::to_string(v) +
+          " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
+          "]";
+  return false;
+}
+
+const std::vector<OpSchema> &allOpSchemas() { return schemas(); }
+
+const OpSchema *lookupOpSchema(uint16_t opcode) {
+  for (const OpSchema &s : schemas())
+    if (static_cast<uint16_t>(s.opcode) == opcode)
+      return &s;
+  return nullptr;
+}
+
+const OpSchema &getOpSchema(Opcode opcode) {
+  return *lookupOpSchema(static_cast<uint16_t>(opcode));
+}
+
+const OpSchema *lookupOpSchema(const std::string &name) {
+  for (const OpSchema &s : schemas())
+    if (name == s.name)
+      return &s;
+  return nullptr;
+}
+
+std::string verifyInstruction(const Instruction &inst,
+                              const std::vector<BufferDesc> &buffers) {
+  const OpSchema *schema = lookupOpSchema(static_cast<uint16_t>(inst.opcode));
+  if (!schema)
+    return "unknown opcode " +
+           std::to_string(static_cast<uint16_t>(inst.opcode));
+  std::string op = schema->name;
+  size_t declared = schema->operands.size();
+  bool countOk = schema->variadicLastOperand ? inst.operands.size() >= declared
+                                             : inst.operands.size() == declared;
+  if (!countOk)
+    return op + " takes " + (schema->variadicLastOperand ? "at least " : "") +
+           std::to_string(declared) + " operands, got " +
+           std::to_string(inst.operands.size());
+  bool intsOk = schema->variadicInts ? inst.ints.size() >= schema->ints.size()
+                                     : inst.ints.size() == schema->ints.size();
+  if (!intsOk)
+    return op + " takes " + std::to_string(schema->ints.size()) +
+           " int attributes, got " + std::to_string(inst.ints.size());
+  if (inst.floats.size() != schema->floats.size())
+    return op + " takes " + std::to_string(schema->floats.size()) +
+           " float attributes, got " + std::to_string(inst.floats.size());
+
+  VerifyContext ctx{inst, {}, {}};
+  for (size_t i = 0; i < inst.operands.size(); ++i) {
+    uint32_t id = inst.operands[i];
+    if (id >= buffers.size())
+      return op + " operand " + std::to_string(i) + " refers to buffer " +
+             std::to_string(id) + ", but there are only " +
+             std::to_string(buffers.size());
+    const OperandSpec &spec = schema->operands[std::min(i, declared - 1)];
+    if (buffers[id].dtype != spec.dtype)
+      return op + " operand '" + spec.name + "' must be " +
+             dtypeName(spec.dtype) + ", buffer '" + buffers[id].name + "' is " +
+             dtypeName(buffers[id].dtype);
+    ctx.operands.push_back(&buffers[id]);
+  }
+  // Outputs must not partially overlap anything else the op touches.
+  for (size_t i = 0; i < inst.operands.size(); ++i) {
+    OperandRole role = schema->operands[std::min(i, declared - 1)].role;
+    if (role == OperandRole::In)
+      continue;
+    for (size_t j = 0; j < inst.operands.size(); ++j) {
+      if (i == j || !overlaps(*ctx.operands[i], *ctx.operands[j]))
+        continue;
+      bool exact = ctx.operands[i]->offset == ctx.operands[j]->offset &&
+                   ctx.operands[i]->byteSize() == ctx.operands[j]->byteSize();
+      if (!(exact && schema->allowsExactAlias))
+        return op + " output '" + ctx.operands[i]->name +
+               "' overlaps operand '" + ctx.operands[j]->name + "'";
+    }
+  }
+  if (schema->verify && !schema->verify(ctx))
+    return op + ": " + ctx.error;
+  return {};
+}
+
+std::string describeInstruction(const Instruction &inst,
+                                const std::vector<BufferDesc> &buffers) {
+  const OpSchema *schema = lookupOpSchema(static_cast<uint16_t>(inst.opcode));
+  std::ostringstream os;
+  os << (schema ? schema->name : "op#" + std::to_string(int(inst.opcode)))
+     << "(";
+  for (size_t i = 0; i < inst.operands.size(); ++i) {
+    os << (i ? ", " : "");
+    if (schema && !schema->operands.empty())
+      os << schema->operands[std::min(i, schema->operands.size() - 1)].name
+         << "=";
+    uint32_t id = inst.operands[i];
+    os << (id < buffers.size() ? buffers[id].name : "#" + std::to_string(id));
+  }
+  for (size_t i = 0; i < inst.ints.size(); ++i)
+    os << (i ? ", " : "; ") << inst.ints[i];
+  for (size_t i = 0; i < inst.floats.size(); ++i)
+    os << (i ? ", " : "; ") << inst.floats[i];
+  os << ")";
+  return os.str();
+}
+
+} // namespace strata::rt

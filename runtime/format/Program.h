@@ -1,0 +1,181 @@
+//===- Program.h - The Strata program: schema shared with the compiler ----===//
+//
+// Part of the Strata project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The in-memory form of a program file (docs/program-format.md). The compiler
+// includes this header (and ProgramBuilder.h) to emit programs; the runtime
+// parses and verifies them. Nothing here depends on MLIR.
+//
+// A program holds model metadata and the training configuration once, plus a
+// table of per-rank programs, each with its own arena, buffers, parameters and
+// instruction sequences. Distributed plans add ranks and opcodes; they never
+// change what is already here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_FORMAT_PROGRAM_H
+#define STRATA_RUNTIME_FORMAT_PROGRAM_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::rt {
+
+/// Bumped whenever the meaning of existing bytes changes. Readers reject other
+/// versions; additive sections keep the version (readers skip unknown ones).
+constexpr uint32_t kProgramFormatVersion = 1;
+constexpr char kProgramMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'P', 'G'};
+constexpr size_t kProgramHeaderBytes = 32;
+/// The arena base is aligned to this, and ProgramBuilder places buffers on
+/// multiples of it. The verifier only requires dtype alignment, so that the
+/// compiler may alias a buffer into part of another (q, k, v of one qkv).
+constexpr uint64_t kBufferAlignment = 64;
+/// Marks an optional buffer reference as absent.
+constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;
+
+enum class DType : uint8_t { F32 = 0, I32 = 1, F64 = 2 };
+const char *dtypeName(DType dtype);
+size_t dtypeBytes(DType dtype);
+
+enum class Opcode : uint16_t {
+#define STRATA_OPCODE(Enum, Name, Number) Enum = Number,
+#include "runtime/format/Opcodes.def"
+};
+
+struct BufferDesc {
+  std::string name;
+  uint64_t offset = 0; ///< Byte offset in the arena.
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t numElements() const;
+  uint64_t byteSize() const { return numElements() * dtypeBytes(dtype); }
+};
+
+enum class InitKind : uint8_t { Zeros = 0, Ones = 1, Normal = 2 };
+
+struct ParamDesc {
+  /// Checkpoint name, e.g. "h.0.attn.c_attn.weight".
+  std::string name;
+  uint32_t value = kNoBuffer;
+  uint32_t grad = kNoBuffer;
+  /// Optimizer state: {momentum} for SGD, {exp_avg, exp_avg_sq} for AdamW.
+  std::vector<uint32_t> state;
+  InitKind init = InitKind::Zeros;
+  double initStd = 0.0;
+  bool weightDecay = false;
+  /// Shape of the whole (unsharded) tensor and where this rank's value buffer
+  /// starts in it, per dimension. Empty means "the value buffer is the whole
+  /// tensor". Initialisation is defined on the whole tensor's element indices.
+  std::vector<int64_t> globalShape;
+  std::vector<int64_t> shardStart;
+};
+
+struct Instruction {
+  Opcode opcode = Opcode::Fill;
+  std::vector<uint32_t> operands; ///< Buffer indices of the rank program.
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+};
+
+/// When each instruction sequence runs within one training step.
+enum class SequenceKind : uint8_t {
+  StepBegin = 0,  ///< Once per step, first (e.g. zero the gradients).
+  Microbatch = 1, ///< numMicrobatches times: forward + backward, grads add up.
+  Update = 2,     ///< Once per step, last: grad norm, clipping, optimizer.
+};
+constexpr int kNumSequenceKinds = 3;
+const char *sequenceName(SequenceKind kind);
+
+struct RankProgram {
+  uint32_t rank = 0;
+  uint64_t arenaBytes = 0;
+  std::vector<BufferDesc> buffers;
+  std::vector<ParamDesc> params;
+  /// i32 [microBatch, seqLen] buffers the executor fills before each
+  /// micro-batch, and the f32 scalar the loss is read from after it.
+  uint32_t tokens = kNoBuffer;
+  uint32_t targets = kNoBuffer;
+  uint32_t loss = kNoBuffer;
+  /// Optional f64 scalar holding the global sum of squared gradients after
+  /// `update`; the executor logs sqrt of it as grad_norm.
+  uint32_t gradSumSq = kNoBuffer;
+  /// Optional i32 [microBatch, seqLen] buffer the executor fills with each
+  /// token's position in its sequence (0 .. seqLen-1), for learned position
+  /// embeddings.
+  uint32_t positions = kNoBuffer;
+  std::vector<Instruction> sequences[kNumSequenceKinds];
+
+  const std::vector<Instruction> &sequence(SequenceKind kind) const {
+    return sequences[static_cast<int>(kind)];
+  }
+  std::vector<Instruction> &sequence(SequenceKind kind) {
+    return sequences[static_cast<int>(kind)];
+  }
+  /// Index of the buffer called `name`, or kNoBuffer.
+  uint32_t findBuffer(const std::string &name) const;
+};
+
+struct ModelMeta {
+  std::string family; ///< e.g. "gpt", "mlp".
+  int64_t vocab = 0;
+  int64_t seqLen = 0;
+  int64_t microBatch = 0;      ///< Rows (sequences) per micro-batch.
+  int64_t numMicrobatches = 1; ///< Gradient accumulation steps per step.
+  int64_t globalBatch = 0;     ///< Rows per optimizer step, all ranks.
+  uint64_t seed = 0;
+  std::string planDescription; ///< Free text from the compiler.
+  uint32_t worldSize = 1;
+};
+
+enum class OptimizerKind : uint8_t { Sgd = 0, AdamW = 1 };
+enum class LrScheduleKind : uint8_t { Constant = 0, Cosine = 1, Linear = 2 };
+
+struct TrainConfig {
+  OptimizerKind optimizer = OptimizerKind::AdamW;
+  double lr = 1e-3;
+  double momentum = 0.0;                         ///< SGD only.
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; ///< AdamW only.
+  double weightDecay = 0.0;
+  LrScheduleKind schedule = LrScheduleKind::Constant;
+  int64_t warmupSteps = 0;
+  double minLr = 0.0;
+  int64_t totalSteps = 0; ///< Where cosine/linear decay reaches minLr.
+  double gradClip = 0.0;  ///< Max global grad norm; 0 disables clipping.
+  int64_t defaultSteps = 1;
+};
+
+struct Program {
+  ModelMeta meta;
+  TrainConfig train;
+  std::vector<RankProgram> ranks; ///< ranks[r].rank == r.
+};
+
+/// Serialises to the versioned file format, header and checksum included.
+std::vector<uint8_t> serializeProgram(const Program &program);
+
+/// Parses and verifies (verifyProgram) a program file image. `source` names
+/// the file in error messages. Throws RuntimeError on any problem: bad magic,
+/// version, checksum, truncation, or a program that does not verify.
+Program parseProgram(const uint8_t *data, size_t size,
+                     const std::string &source);
+
+/// Reads a whole program file from disk and parses it.
+Program loadProgramFile(const std::string &path);
+
+/// Checks everything the executor and kernels rely on: buffers inside the
+/// arena and aligned, operand counts, dtypes, attribute counts and element
+/// counts of every instruction, parameter and input tables. Throws
+/// RuntimeError naming the rank, sequence and instruction.
+void verifyProgram(const Program &program, const std::string &source);
+
+/// 64-bit FNV-1a, the payload checksum.
+uint64_t fnv1a64(const uint8_t *data, size_t size,
+                 uint64_t hash = 0xcbf29ce484222325ULL);
+
+} // namespace strata::rt
+
+#endif // STRATA_RUNTIME_FORMAT_PROGRAM_H

@@ -1,0 +1,30 @@
+//===- TestPrograms.h - Hand-built programs for runtime tests -------------===//
+//
+// Part of the Strata project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_TESTS_UNIT_RUNTIME_TESTPROGRAMS_H
+#define STRATA_TESTS_UNIT_RUNTIME_TESTPROGRAMS_H
+
+#include "runtime/format/Program.h"
+
+namespace strata::rt::testprograms {
+
+struct MlpConfig {
+  int64_t vocab = 64, seqLen = 16, microBatch = 4, numMicrobatches = 2;
+  int64_t hidden = 32, ffn = 64;
+  OptimizerKind optimizer = OptimizerKind::AdamW;
+  double lr = 3e-2;
+  double gradClip = 1.0;
+  double initStd = 0.02;
+};
+
+/// A 2-layer MLP language model written with ProgramBuilder:
+/// embedding -> linear(H->F) -> gelu -> linear(F->V) -> cross-entropy, with
+/// backward, gradient accumulation over micro-batches and the optimizer.
+Program buildMlpProgram(const MlpConfig &config = {});
+
+} // namespace strata::rt::testprograms
+
+#endif // STRATA_TESTS_UNIT_RUNTIME_TESTPROGRAMS_H
