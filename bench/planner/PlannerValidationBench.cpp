@@ -1,0 +1,90 @@
+//===- PlannerValidationBench.cpp - Predicted vs published throughput -----===//
+//
+// Prints docs/validation.md's table: every row of Table 1 of Narayanan et al.
+// (SC'21), published tp/pp/dp pinned with full recomputation and no
+// sequence parallelism or ZeRO (the paper's system), micro-batch and
+// interleaving left to the planner. The four rows in ../shared/validation
+// are the test's; the other five are held out here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/planner/Search.h"
+
+#include <cstdio>
+#include <string>
+
+using namespace strata::planner;
+
+namespace {
+struct Row {
+  double paramsB;
+  int64_t heads, hidden, layers, tp, pp, gpus, globalBatch;
+  double measured;
+  bool inTest;
+};
+} // namespace
+
+int main() {
+  const Row rows[] = {
+      {1.7, 24, 2304, 24, 1, 1, 32, 512, 137, true},
+      {3.6, 32, 3072, 30, 2, 1, 64, 512, 138, false},
+      {7.5, 32, 4096, 36, 4, 1, 128, 512, 142, true},
+      {18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, false},
+      {39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, true},
+      {76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, false},
+      {145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, true},
+      {310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, false},
+      {529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, false},
+      {1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, false},
+  };
+  std::printf("| model | GPUs | tp | pp | dp | set | measured TFLOP/s | "
+              "predicted (pinned) | error | planner's micro-batch, schedule | "
+              "free search: plan | free predicted |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row &r : rows) {
+    ModelDesc m;
+    m.vocab = 51200, m.seqLen = 2048, m.hidden = r.hidden, m.heads = r.heads;
+    m.layers = r.layers, m.ffnHidden = 4 * r.hidden;
+    m.dtype = "bfloat16", m.dtypeBytes = 2;
+    std::string err;
+    bool isPreset;
+    ClusterSpec c =
+        *clusterPreset("dgx-a100:" + std::to_string(r.gpus / 8), err, isPreset);
+    int64_t dp = r.gpus / (r.tp * r.pp);
+    SearchOptions pinned;
+    pinned.globalBatch = r.globalBatch;
+    for (std::string pin :
+         {"tp=" + std::to_string(r.tp), "pp=" + std::to_string(r.pp),
+          "dp=" + std::to_string(dp), std::string("recompute=full"),
+          std::string("sp=false"), std::string("zero=0")})
+      parsePin(pin, pinned.pins, err);
+    if (r.pp > 1)
+      parsePin("schedule=interleaved", pinned.pins, err);
+    PlanResult p = searchPlans(m, c, pinned);
+    SearchOptions free;
+    free.globalBatch = r.globalBatch;
+    PlanResult f = searchPlans(m, c, free);
+    if (!p.ok || !f.ok) {
+      std::printf("| %.1fB | %lld | no plan: %s |\n", r.paramsB,
+                  (long long)r.gpus, (p.ok ? f.error : p.error).c_str());
+      continue;
+    }
+    double B = r.globalBatch, s = 2048, l = r.layers, h = r.hidden, V = 51200;
+    double F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    auto tflops = [&](const PlanResult &x) {
+      return F / x.plans[0].estimate.stepTimeS / double(r.gpus) / 1e12;
+    };
+    const Plan &pp = p.plans[0].plan;
+    std::string sched = std::to_string(pp.microBatch) + " x " +
+                        std::to_string(pp.numMicrobatches) + ", " +
+                        scheduleName(pp.schedule) +
+                        (pp.vpp > 1 ? " v=" + std::to_string(pp.vpp) : "");
+    std::printf("| %.1fB | %lld | %lld | %lld | %lld | %s | %.0f | %.1f | "
+                "%+.1f%% | %s | %s | %.1f |\n",
+                r.paramsB, (long long)r.gpus, (long long)r.tp, (long long)r.pp,
+                (long long)dp, r.inTest ? "test" : "held out", r.measured,
+                tflops(p), 100 * (tflops(p) / r.measured - 1), sched.c_str(),
+                f.plans[0].plan.summary().c_str(), tflops(f));
+  }
+  return 0;
+}

@@ -1,0 +1,506 @@
+//===- Cluster.cpp - Cluster presets, YAML parsing, group spans -----------===//
+//
+// Presets encode public vendor numbers (docs/cluster-spec.md cites them); the
+// YAML reader mirrors the model spec's error style: every problem is reported
+// as file:line:col with what would fix it, and nothing throws out of here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/planner/Cluster.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace strata::planner {
+
+std::string PlannerDiag::str() const {
+  std::ostringstream os;
+  if (!file.empty()) {
+    os << file;
+    if (line > 0)
+      os << ":" << line << ":" << col;
+    os << ": ";
+  }
+  os << "error: " << message;
+  return os.str();
+}
+
+double DeviceSpec::peakFor(const std::string &dtype) const {
+  auto it = peakFlops.find(dtype);
+  if (it != peakFlops.end())
+    return it->second;
+  it = peakFlops.find("float32");
+  return it == peakFlops.end() ? 0.0 : it->second;
+}
+
+int64_t ClusterSpec::numDevices() const {
+  return levels.empty() ? 1 : unitDevices(levels.size() - 1);
+}
+
+int64_t ClusterSpec::unitDevices(size_t l) const {
+  int64_t n = 1;
+  for (size_t i = 0; i <= l && i < levels.size(); ++i)
+    n *= levels[i].size;
+  return n;
+}
+
+size_t GroupSpan::outermostLevel() const {
+  for (size_t l = 0; l < members.size(); ++l)
+    if (members[l] == members.back())
+      return l;
+  return members.empty() ? 0 : members.size() - 1;
+}
+
+GroupSpan spanOf(const ClusterSpec &c, int64_t stride, int64_t size) {
+  // Ranks are laid out contiguously over the tree, so a group whose members
+  // are `stride` apart puts unit/stride of them into each unit of a level.
+  GroupSpan s;
+  for (size_t l = 0; l < c.levels.size(); ++l) {
+    int64_t unit = c.unitDevices(l);
+    int64_t m = stride >= unit ? 1 : unit / stride;
+    s.members.push_back(std::clamp<int64_t>(m, 1, size));
+  }
+  if (s.members.empty())
+    s.members.push_back(size);
+  s.members.back() = size;
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Presets
+//===----------------------------------------------------------------------===//
+
+static constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+
+static ClusterSpec dgxA100(int64_t nodes) {
+  ClusterSpec c;
+  c.name = "dgx-a100:" + std::to_string(nodes);
+  DeviceSpec &d = c.device;
+  d.name = "A100-SXM4-80GB";
+  d.kind = "gpu";
+  d.peakFlops = {
+      {"bfloat16", 312e12}, {"float16", 312e12}, {"float32", 19.5e12}};
+  d.memoryBytes = 80 * GiB;
+  d.reservedBytes = 1 * GiB;
+  d.memoryBandwidth = 2039e9;
+  d.computeUnits = 108;
+  d.gemmEfficiency = 0.72;
+  c.levels.push_back({"nvlink", 8, 300e9, 3e-6, 0.8, 1.0});
+  c.levels.push_back({"infiniband", nodes, 25e9, 5e-6, 0.9, 1.0});
+  return c;
+}
+
+static ClusterSpec dgxH100(int64_t nodes) {
+  ClusterSpec c;
+  c.name = "dgx-h100:" + std::to_string(nodes);
+  DeviceSpec &d = c.device;
+  d.name = "H100-SXM5-80GB";
+  d.kind = "gpu";
+  d.peakFlops = {{"bfloat16", 989e12}, {"float16", 989e12}, {"float32", 67e12}};
+  d.memoryBytes = 80 * GiB;
+  d.reservedBytes = 1 * GiB;
+  d.memoryBandwidth = 3350e9;
+  d.computeUnits = 132;
+  d.gemmEfficiency = 0.72;
+  c.levels.push_back({"nvlink", 8, 450e9, 3e-6, 0.8, 1.0});
+  c.levels.push_back({"infiniband", nodes, 50e9, 5e-6, 0.9, 1.0});
+  return c;
+}
+
+static ClusterSpec localRanks(int64_t ranks) {
+  ClusterSpec c;
+  c.name = "local:" + std::to_string(ranks);
+  DeviceSpec &d = c.device;
+  d.name = "cpu-rank";
+  d.kind = "cpu";
+  d.peakFlops = {{"float32", 150e9}};
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  double total =
+      pages > 0 && pageSize > 0 ? double(pages) * pageSize : 16 * GiB;
+  d.memoryBytes = total / double(ranks);
+  d.memoryBandwidth = 20e9;
+  d.computeUnits = 0;
+  d.gemmEfficiency = 0.7;
+  d.memoryEfficiency = 0.7;
+  d.kernelOverheadS = 2e-6;
+  c.levels.push_back({"shared-memory", ranks, 5e9, 1e-6, 0.8, 1.0});
+  return c;
+}
+
+std::optional<ClusterSpec> clusterPreset(const std::string &arg,
+                                         std::string &error, bool &isPreset) {
+  isPreset = false;
+  auto colon = arg.find(':');
+  if (colon == std::string::npos)
+    return std::nullopt;
+  std::string kind = arg.substr(0, colon), count = arg.substr(colon + 1);
+  if (kind != "dgx-a100" && kind != "dgx-h100" && kind != "local")
+    return std::nullopt;
+  isPreset = true;
+  const char *what = kind == "local" ? "ranks" : "nodes";
+  char *end = nullptr;
+  long long n = count.empty() ? 0 : std::strtoll(count.c_str(), &end, 10);
+  if (count.empty() || *end != '\0' || n < 1 || n > 1000000) {
+    error = "--cluster " + arg + ": '" + count + "' is not a number of " +
+            what + "; write e.g. " + kind + ":4";
+    return std::nullopt;
+  }
+  if (kind == "dgx-a100")
+    return dgxA100(n);
+  if (kind == "dgx-h100")
+    return dgxH100(n);
+  return localRanks(n);
+}
+
+//===----------------------------------------------------------------------===//
+// Quantities with units
+//===----------------------------------------------------------------------===//
+
+std::optional<double> parseQuantity(const std::string &text,
+                                    const std::string &dimension) {
+  const char *s = text.c_str();
+  char *end = nullptr;
+  double v = std::strtod(s, &end);
+  if (end == s || !std::isfinite(v))
+    return std::nullopt;
+  std::string unit(end);
+  unit.erase(0, unit.find_first_not_of(" \t"));
+  unit.erase(unit.find_last_not_of(" \t") + 1);
+  if (unit.empty())
+    return v;
+  static const std::vector<std::pair<std::string, double>> bytes = {
+      {"B", 1},           {"KB", 1e3},  {"MB", 1e6},
+      {"GB", 1e9},        {"TB", 1e12}, {"KiB", 1024.0},
+      {"MiB", 1048576.0}, {"GiB", GiB}, {"TiB", GiB * 1024}};
+  auto lookup = [&](const std::string &u,
+                    const std::vector<std::pair<std::string, double>> &t)
+      -> std::optional<double> {
+    for (auto &[name, scale] : t)
+      if (u == name)
+        return scale;
+    return std::nullopt;
+  };
+  if (dimension == "bytes") {
+    if (auto k = lookup(unit, bytes))
+      return v * *k;
+  } else if (dimension == "bandwidth") {
+    if (unit.size() > 2 && unit.substr(unit.size() - 2) == "/s") {
+      std::string u = unit.substr(0, unit.size() - 2);
+      if (auto k = lookup(u, bytes))
+        return v * *k;
+      // Network rates are quoted in bits: "200 Gb/s".
+      static const std::vector<std::pair<std::string, double>> bits = {
+          {"b", 0.125},
+          {"Kb", 125.0},
+          {"Mb", 1.25e5},
+          {"Gb", 1.25e8},
+          {"Tb", 1.25e11}};
+      if (auto k = lookup(u, bits))
+        return v * *k;
+    }
+  } else if (dimension == "time") {
+    static const std::vector<std::pair<std::string, double>> t = {
+        {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
+    if (auto k = lookup(unit, t))
+      return v * *k;
+  } else if (dimension == "flops") {
+    static const std::vector<std::pair<std::string, double>> f = {
+        {"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15}};
+    if (auto k = lookup(unit, f))
+      return v * *k;
+  }
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// YAML
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Reads one spec file, collecting every error instead of stopping at the
+/// first, so a user fixes a file in one round.
+class ClusterReader {
+public:
+  ClusterReader(std::string path, std::vector<PlannerDiag> &diags)
+      : path(std::move(path)), diags(diags) {}
+
+  void error(const YAML::Node &n, const std::string &msg) {
+    PlannerDiag d;
+    d.file = path;
+    if (n.IsDefined() && n.Mark().line >= 0) {
+      d.line = n.Mark().line + 1;
+      d.col = n.Mark().column + 1;
+    }
+    d.message = msg;
+    diags.push_back(d);
+  }
+
+  void checkKeys(const YAML::Node &map, const std::set<std::string> &allowed,
+                 const std::string &where) {
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      std::string key = it->first.as<std::string>("");
+      if (!allowed.count(key)) {
+        std::string list;
+        for (auto &a : allowed)
+          list += (list.empty() ? "" : ", ") + a;
+        error(it->first, "unknown key '" + key + "' in " + where +
+                             "; expected one of: " + list);
+      }
+    }
+  }
+
+  std::optional<double> quantity(const YAML::Node &map, const char *key,
+                                 const std::string &dimension, bool required,
+                                 const char *example) {
+    YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) {
+      if (required)
+        error(map, std::string("missing '") + key + "' (e.g. " + key + ": " +
+                       example + ")");
+      return std::nullopt;
+    }
+    if (!n.IsScalar()) {
+      error(n,
+            std::string("'") + key + "' must be a scalar such as " + example);
+      return std::nullopt;
+    }
+    auto v = parseQuantity(n.Scalar(), dimension);
+    if (!v || *v < 0) {
+      error(n, std::string("cannot read '") + n.Scalar() + "' as " + dimension +
+                   " for '" + key + "'; write e.g. " + example);
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<ClusterSpec> read(const YAML::Node &root) {
+    if (!root.IsMap()) {
+      error(root, "a cluster spec is a mapping with 'device' and 'topology' "
+                  "(see docs/cluster-spec.md)");
+      return std::nullopt;
+    }
+    checkKeys(root, {"name", "device", "topology"}, "the cluster spec");
+    ClusterSpec c;
+    c.name =
+        root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : path;
+    readDevice(root, c.device);
+    readTopology(root, c);
+    if (!diags.empty())
+      return std::nullopt;
+    return c;
+  }
+
+private:
+  void readDevice(const YAML::Node &root, DeviceSpec &d) {
+    YAML::Node dev = root["device"];
+    if (!dev.IsDefined() || !dev.IsMap()) {
+      error(dev.IsDefined() ? dev : root,
+            "missing 'device' mapping (name, kind, memory, memory_bandwidth, "
+            "peak_flops)");
+      return;
+    }
+    checkKeys(dev,
+              {"name", "kind", "memory", "reserved_memory", "memory_bandwidth",
+               "peak_flops", "compute_units", "gemm_tile", "efficiency"},
+              "'device'");
+    if (dev["name"] && dev["name"].IsScalar())
+      d.name = dev["name"].Scalar();
+    if (YAML::Node k = dev["kind"]) {
+      d.kind = k.as<std::string>("");
+      if (d.kind != "gpu" && d.kind != "cpu")
+        error(k, "device kind must be 'gpu' or 'cpu', not '" + d.kind + "'");
+    }
+    if (auto v = quantity(dev, "memory", "bytes", true, "80 GiB"))
+      d.memoryBytes = *v;
+    if (auto v = quantity(dev, "reserved_memory", "bytes", false, "1 GiB"))
+      d.reservedBytes = *v;
+    if (auto v =
+            quantity(dev, "memory_bandwidth", "bandwidth", true, "2039 GB/s"))
+      d.memoryBandwidth = *v;
+    YAML::Node pf = dev["peak_flops"];
+    if (!pf.IsDefined() || !pf.IsMap() || pf.size() == 0) {
+      error(pf.IsDefined() ? pf : dev,
+            "'peak_flops' must map dtypes to dense peaks, e.g. "
+            "{bfloat16: 312 TFLOP/s, float32: 19.5 TFLOP/s}");
+    } else {
+      static const std::set<std::string> dtypes = {"float32", "bfloat16",
+                                                   "float16"};
+      for (auto it = pf.begin(); it != pf.end(); ++it) {
+        std::string key = it->first.as<std::string>("");
+        if (!dtypes.count(key)) {
+          error(it->first, "unknown dtype '" + key +
+                               "' in peak_flops; use float32, bfloat16 or "
+                               "float16");
+          continue;
+        }
+        if (auto v = quantity(pf, key.c_str(), "flops", true, "312 TFLOP/s"))
+          d.peakFlops[key] = *v;
+      }
+    }
+    if (auto v = quantity(dev, "compute_units", "count", false, "108"))
+      d.computeUnits = int(*v);
+    if (auto v = quantity(dev, "gemm_tile", "count", false, "128"))
+      d.gemmTile = std::max(1, int(*v));
+    if (YAML::Node e = dev["efficiency"]) {
+      if (!e.IsMap()) {
+        error(e, "'efficiency' must be a mapping: {gemm, gemm_depth_half, "
+                 "memory, kernel_overhead}");
+        return;
+      }
+      checkKeys(e, {"gemm", "gemm_depth_half", "memory", "kernel_overhead"},
+                "'efficiency'");
+      if (auto v = quantity(e, "gemm", "fraction", false, "0.8"))
+        d.gemmEfficiency = *v;
+      if (auto v = quantity(e, "gemm_depth_half", "count", false, "128"))
+        d.gemmDepthHalf = *v;
+      if (auto v = quantity(e, "memory", "fraction", false, "0.8"))
+        d.memoryEfficiency = *v;
+      if (auto v = quantity(e, "kernel_overhead", "time", false, "5 us"))
+        d.kernelOverheadS = *v;
+      for (const char *k : {"gemm", "memory"})
+        if (e[k] && e[k].IsScalar()) {
+          auto v = parseQuantity(e[k].Scalar(), "fraction");
+          if (v && (*v <= 0 || *v > 1))
+            error(e[k], std::string("efficiency '") + k +
+                            "' is a fraction in (0, 1]");
+        }
+    }
+  }
+
+  void readTopology(const YAML::Node &root, ClusterSpec &c) {
+    YAML::Node topo = root["topology"];
+    if (!topo.IsDefined() || !topo.IsSequence() || topo.size() == 0) {
+      error(topo.IsDefined() ? topo : root,
+            "'topology' must be a non-empty list of levels, innermost first, "
+            "e.g. - {name: nvlink, size: 8, bandwidth: 300 GB/s, latency: "
+            "3 us}");
+      return;
+    }
+    for (const YAML::Node &lv : topo) {
+      if (!lv.IsMap()) {
+        error(lv, "a topology level is a mapping with name, size, bandwidth, "
+                  "latency");
+        continue;
+      }
+      checkKeys(lv,
+                {"name", "size", "bandwidth", "latency", "efficiency",
+                 "oversubscription"},
+                "a topology level");
+      TopologyLevel t;
+      t.name = lv["name"] && lv["name"].IsScalar()
+                   ? lv["name"].Scalar()
+                   : "level" + std::to_string(c.levels.size());
+      if (auto v = quantity(lv, "size", "count", true, "8")) {
+        if (*v < 1 || *v != std::floor(*v))
+          error(lv["size"], "level size must be a positive integer");
+        t.size = int64_t(*v);
+      }
+      if (auto v = quantity(lv, "bandwidth", "bandwidth", true, "300 GB/s")) {
+        if (*v <= 0)
+          error(lv["bandwidth"], "bandwidth must be positive");
+        t.bandwidth = *v;
+      }
+      if (auto v = quantity(lv, "latency", "time", true, "5 us"))
+        t.latencyS = *v;
+      if (auto v = quantity(lv, "efficiency", "fraction", false, "0.8")) {
+        if (*v <= 0 || *v > 1)
+          error(lv["efficiency"], "efficiency is a fraction in (0, 1]");
+        t.efficiency = *v;
+      }
+      if (auto v = quantity(lv, "oversubscription", "ratio", false, "2")) {
+        if (*v < 1)
+          error(lv["oversubscription"],
+                "oversubscription is a ratio >= 1 (1 = non-blocking)");
+        t.oversubscription = *v;
+      }
+      c.levels.push_back(t);
+    }
+  }
+
+  std::string path;
+  std::vector<PlannerDiag> &diags;
+};
+} // namespace
+
+bool validateCluster(const ClusterSpec &c, const std::string &where,
+                     std::vector<PlannerDiag> &diags) {
+  size_t before = diags.size();
+  auto fail = [&](const std::string &m) { diags.push_back({where, 0, 0, m}); };
+  if (c.device.memoryBytes <= c.device.reservedBytes)
+    fail("device memory must exceed reserved_memory");
+  if (c.device.memoryBandwidth <= 0)
+    fail("device memory_bandwidth must be positive");
+  if (c.device.peakFor("float32") <= 0 && c.device.peakFlops.empty())
+    fail("device peak_flops must give at least one positive peak");
+  for (auto &[k, v] : c.device.peakFlops)
+    if (v <= 0)
+      fail("peak_flops for " + k + " must be positive");
+  if (c.numDevices() > (int64_t(1) << 24))
+    fail("cluster has more than 16M devices; check the level sizes");
+  return diags.size() == before;
+}
+
+std::optional<ClusterSpec> loadClusterSpec(const std::string &path,
+                                           std::vector<PlannerDiag> &diags,
+                                           const std::string *contents) {
+  std::string text;
+  if (contents) {
+    text = *contents;
+  } else {
+    std::ifstream in(path);
+    if (!in) {
+      diags.push_back({path, 0, 0,
+                       "cannot open cluster spec (give a YAML file or a "
+                       "preset: dgx-a100:NODES, dgx-h100:NODES, local:RANKS)"});
+      return std::nullopt;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception &e) {
+    diags.push_back(
+        {path, e.mark.line + 1, e.mark.column + 1, "malformed YAML: " + e.msg});
+    return std::nullopt;
+  }
+  size_t before = diags.size();
+  std::optional<ClusterSpec> c;
+  try {
+    ClusterReader reader(path, diags);
+    c = reader.read(root);
+  } catch (const YAML::Exception &e) {
+    diags.push_back({path, e.mark.line + 1, e.mark.column + 1, e.msg});
+    return std::nullopt;
+  }
+  if (!c || diags.size() != before)
+    return std::nullopt;
+  if (!validateCluster(*c, path, diags))
+    return std::nullopt;
+  return c;
+}
+
+std::optional<ClusterSpec> resolveCluster(const std::string &arg,
+                                          std::vector<PlannerDiag> &diags) {
+  std::string error;
+  bool isPreset = false;
+  if (auto c = clusterPreset(arg, error, isPreset))
+    return c;
+  if (isPreset) {
+    diags.push_back({"", 0, 0, error});
+    return std::nullopt;
+  }
+  return loadClusterSpec(arg, diags);
+}
+
+} // namespace strata::planner

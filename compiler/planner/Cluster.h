@@ -1,0 +1,114 @@
+//===- Cluster.h - Devices and topology the planner plans for ---*- C++ -*-===//
+//
+// A cluster is one kind of device repeated over a tree of topology levels
+// (docs/cluster-spec.md). The cost model only needs, for a process group, which
+// levels it spans and how many of its members sit in each unit of each level;
+// everything here exists to answer that question and to supply the device's
+// roofline numbers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_COMPILER_PLANNER_CLUSTER_H
+#define STRATA_COMPILER_PLANNER_CLUSTER_H
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata::planner {
+
+/// One user-facing error with a location ("file:line:col: error: msg"), or a
+/// flag name in `file` when the problem came from the command line.
+struct PlannerDiag {
+  std::string file;
+  int line = 0, col = 0;
+  std::string message;
+  std::string str() const;
+};
+
+/// The roofline numbers of one device plus the few efficiency constants of
+/// the analytical cost model (docs/cost-model.md explains each one).
+struct DeviceSpec {
+  std::string name = "device";
+  std::string kind = "gpu"; ///< "gpu" or "cpu"
+  /// Dense peak FLOP/s keyed by dtype name ("float32", "bfloat16", ...).
+  std::map<std::string, double> peakFlops;
+  double memoryBytes = 0;     ///< usable memory per device
+  double memoryBandwidth = 0; ///< bytes/s
+  /// Parallel units the GEMM tiles are spread over (SMs); 0 disables the
+  /// wave-quantisation term (CPUs).
+  int computeUnits = 0;
+  int gemmTile = 128;            ///< square output tile edge of one unit
+  double gemmEfficiency = 0.8;   ///< sustained fraction of peak, large GEMM
+  double gemmDepthHalf = 128;    ///< K at which tile prologue/epilogue halve
+  double memoryEfficiency = 0.8; ///< sustained fraction of bandwidth
+  double kernelOverheadS = 5e-6; ///< fixed cost per kernel launch
+  double reservedBytes = 0;      ///< runtime/context memory not for tensors
+
+  /// Peak for `dtype`, falling back to float32's; 0 if neither is given.
+  double peakFor(const std::string &dtype) const;
+};
+
+/// One level of the topology tree, innermost first. `size` units of the level
+/// below (devices for level 0) form one unit of this level.
+struct TopologyLevel {
+  std::string name;
+  int64_t size = 1;
+  double bandwidth = 0;    ///< bytes/s per device, one direction, to peers
+                           ///< in the same unit of this level
+  double latencyS = 0;     ///< alpha of the alpha-beta model
+  double efficiency = 0.8; ///< sustained fraction of `bandwidth`
+  double oversubscription = 1.0; ///< >1: links above this level are shared
+};
+
+struct ClusterSpec {
+  std::string name;
+  DeviceSpec device;
+  std::vector<TopologyLevel> levels;
+
+  int64_t numDevices() const;
+  /// Devices in one unit of level `l` (product of sizes up to and incl. l).
+  int64_t unitDevices(size_t l) const;
+};
+
+/// How a process group of `size` members, taken every `stride` ranks, is laid
+/// over the topology: members[l] is how many members share one unit of level
+/// l (members.back() == size). A group is "inside" level l when members[l]
+/// equals its size.
+struct GroupSpan {
+  std::vector<int64_t> members;
+  /// The innermost level the whole group fits in.
+  size_t outermostLevel() const;
+};
+GroupSpan spanOf(const ClusterSpec &c, int64_t stride, int64_t size);
+
+/// Built-in presets: "dgx-a100:NODES", "dgx-h100:NODES", "local:RANKS".
+/// Returns nullopt (and sets `error`) if `arg` names no preset or has a bad
+/// count.
+std::optional<ClusterSpec> clusterPreset(const std::string &arg,
+                                         std::string &error, bool &isPreset);
+
+/// Parses a cluster YAML file (or `contents`, reported as `path`). On failure
+/// returns nullopt and appends located diagnostics. Never throws.
+std::optional<ClusterSpec>
+loadClusterSpec(const std::string &path, std::vector<PlannerDiag> &diags,
+                const std::string *contents = nullptr);
+
+/// A preset name or a YAML path, as `--cluster` accepts.
+std::optional<ClusterSpec> resolveCluster(const std::string &arg,
+                                          std::vector<PlannerDiag> &diags);
+
+/// Checks invariants (positive numbers, sizes); appends diagnostics located
+/// at `where`.
+bool validateCluster(const ClusterSpec &c, const std::string &where,
+                     std::vector<PlannerDiag> &diags);
+
+/// "80 GiB", "2039 GB/s", "5 us", "312 TFLOP/s" or a bare number.
+std::optional<double> parseQuantity(const std::string &text,
+                                    const std::string &dimension);
+
+} // namespace strata::planner
+
+#endif // STRATA_COMPILER_PLANNER_CLUSTER_H

@@ -1,0 +1,559 @@
+//===- CostModel.cpp - The analytical cost model --------------------------===//
+//
+// Every constant used here is a field of DeviceSpec/TopologyLevel, so the
+// cluster spec (or a later `strata calibrate`) owns the numbers and this file
+// owns only the physics. docs/cost-model.md derives each formula.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/planner/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata::planner {
+
+CostModel::~CostModel() = default;
+
+double inflightMicrobatches(const Plan &p, int64_t d) {
+  double m = double(p.numMicrobatches);
+  switch (p.schedule) {
+  case Schedule::GPipe:
+    return m;
+  case Schedule::OneFOneB:
+    return std::min(m, double(p.pp - d));
+  case Schedule::Interleaved: {
+    // Megatron's warm-up count for model chunks, plus the one in progress;
+    // each chunk holds 1/v of the device's layers.
+    double v = double(p.vpp);
+    double warm = double((p.pp - d - 1) * 2 + (p.vpp - 1) * p.pp);
+    return (std::min(m * v, warm + 1)) / v;
+  }
+  }
+  return m;
+}
+
+double pipelineMakespan(const std::vector<double> &t, int64_t m, int64_t v) {
+  double mx = 0, sum = 0;
+  for (double x : t) {
+    mx = std::max(mx, x);
+    sum += x;
+  }
+  return (double(m) - 1.0 / double(v)) * mx + sum / double(v);
+}
+
+AnalyticalCostModel::AnalyticalCostModel(ModelDesc model, ClusterSpec cluster)
+    : m(std::move(model)), c(std::move(cluster)) {
+  peak = c.device.peakFor(m.dtype);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+double AnalyticalCostModel::gemmTime(double M, double N, double K,
+                                     double batch) const {
+  const DeviceSpec &d = c.device;
+  double flops = 2.0 * M * N * K * batch;
+  // Work is issued in output tiles, one per compute unit per wave; a partial
+  // last wave or partial edge tiles leave units idle. Libraries choose among
+  // tile shapes, so take the best of three.
+  double tileEff = 1.0;
+  if (d.computeUnits > 0) {
+    double t = d.gemmTile, best = 0;
+    for (auto [tm, tn] : {std::pair{t, t}, {2 * t, t}, {t, 2 * t}}) {
+      double tiles = std::ceil(M / tm) * std::ceil(N / tn) * batch;
+      double waves = std::ceil(tiles / d.computeUnits);
+      best = std::max(best, M * N * batch / (waves * d.computeUnits * tm * tn));
+    }
+    tileEff = best;
+  }
+  // Each tile pays a fixed prologue/epilogue, amortised over its K loop.
+  double depthEff = K / (K + d.gemmDepthHalf);
+  double compute = flops / (peak * d.gemmEfficiency * tileEff * depthEff);
+  double bytes = double(m.dtypeBytes) * (M * K + K * N + M * N) * batch;
+  double memory = bytes / (d.memoryBandwidth * d.memoryEfficiency);
+  return std::max(compute, memory) + d.kernelOverheadS;
+}
+
+double AnalyticalCostModel::memoryBoundTime(double bytes) const {
+  return bytes / (c.device.memoryBandwidth * c.device.memoryEfficiency) +
+         c.device.kernelOverheadS;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (alpha-beta over the topology tree)
+//===----------------------------------------------------------------------===//
+
+double AnalyticalCostModel::levelBandwidth(size_t l) const {
+  const TopologyLevel &lv = c.levels[l];
+  return lv.bandwidth * lv.efficiency / lv.oversubscription;
+}
+
+/// Flat ring: every step moves bytes/n over each hop at once; a hop that
+/// leaves a level-l unit shares that unit's links among the group's members
+/// inside it (one ring channel per member, as NCCL does), so the slowest
+/// crossed level bounds the whole ring.
+double AnalyticalCostModel::ringTime(double bytes, const GroupSpan &s,
+                                     bool allReduce) const {
+  double n = double(s.members.back());
+  double bw = 1e300, alpha = 0;
+  for (size_t l = 0; l < s.members.size(); ++l) {
+    int64_t below = l == 0 ? 1 : s.members[l - 1];
+    if (s.members[l] == below)
+      continue; // the group does not cross this level's units
+    bw = std::min(bw, double(below) * levelBandwidth(l));
+    alpha = std::max(alpha, c.levels[l].latencyS);
+  }
+  double steps = (allReduce ? 2.0 : 1.0) * (n - 1);
+  return steps / n * bytes / bw + steps * alpha;
+}
+
+/// Hierarchical ring: reduce-scatter inside each level's units from the
+/// innermost out, so each level moves only what the level below left.
+double AnalyticalCostModel::hierarchicalTime(double bytes, const GroupSpan &s,
+                                             bool allReduce) const {
+  double t = 0;
+  for (size_t l = 0; l < s.members.size(); ++l) {
+    int64_t below = l == 0 ? 1 : s.members[l - 1];
+    double k = double(s.members[l]) / double(below);
+    if (k <= 1)
+      continue;
+    double chunk = bytes / double(below);
+    double steps = (allReduce ? 2.0 : 1.0) * (k - 1);
+    t += steps / k * chunk / levelBandwidth(l) + steps * c.levels[l].latencyS;
+  }
+  return t;
+}
+
+double AnalyticalCostModel::allReduceTime(double bytes, int64_t stride,
+                                          int64_t size) const {
+  if (size <= 1 || bytes <= 0)
+    return 0;
+  GroupSpan s = spanOf(c, stride, size);
+  double ring = ringTime(bytes, s, true);
+  double hier = hierarchicalTime(bytes, s, true);
+  // Double binary tree: log-depth latency, twice the data over the slowest
+  // crossed level.
+  size_t outer = s.outermostLevel();
+  double treeBw = 1e300;
+  for (size_t l = 0; l <= outer; ++l)
+    treeBw = std::min(treeBw, levelBandwidth(l));
+  double tree =
+      2 * std::ceil(std::log2(double(size))) * c.levels[outer].latencyS +
+      2 * bytes / treeBw;
+  return std::min({ring, hier, tree});
+}
+
+double AnalyticalCostModel::reduceScatterTime(double bytes, int64_t stride,
+                                              int64_t size) const {
+  if (size <= 1 || bytes <= 0)
+    return 0;
+  GroupSpan s = spanOf(c, stride, size);
+  return std::min(ringTime(bytes, s, false), hierarchicalTime(bytes, s, false));
+}
+
+double AnalyticalCostModel::allGatherTime(double bytes, int64_t stride,
+                                          int64_t size) const {
+  return reduceScatterTime(bytes, stride, size);
+}
+
+double AnalyticalCostModel::sendRecvTime(double bytes, int64_t stride) const {
+  GroupSpan s = spanOf(c, stride, 2);
+  size_t l = s.outermostLevel();
+  return bytes / levelBandwidth(l) + c.levels[l].latencyS;
+}
+
+//===----------------------------------------------------------------------===//
+// One repeated layer
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One kernel of a layer. GEMMs are [M,K]x[K,N] (batched); the others are
+/// memory-bound over `elements` with bytes per element forward/backward.
+struct LayerOp {
+  bool gemm = false;
+  double M = 0, N = 0, K = 0, batch = 1;
+  double elements = 0, fwdBytes = 0, bwdBytes = 0;
+  bool attentionCore = false; ///< recomputed under selective recomputation
+  /// Bytes saved for backward per micro-batch (activation dtype + masks).
+  double saved = 0;
+};
+} // namespace
+
+static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
+                                     bool sp) {
+  double s = m.seqLen, h = m.hidden, f = m.ffnHidden, a = m.heads;
+  double e = m.dtypeBytes, T = b * s;
+  // Outside the tensor-parallel regions each rank holds the full [T, h]
+  // activation unless sequence parallelism splits it.
+  double outside = sp ? t : 1.0;
+  std::vector<LayerOp> ops;
+  auto gemm = [&](double M, double N, double K, double batch, double saved,
+                  bool core = false) {
+    LayerOp o;
+    o.gemm = true;
+    o.M = M, o.N = N, o.K = K, o.batch = batch, o.saved = saved;
+    o.attentionCore = core;
+    ops.push_back(o);
+  };
+  auto pointwise = [&](double elements, double fwdBytes, double bwdBytes,
+                       double saved, bool core = false) {
+    LayerOp o;
+    o.elements = elements, o.fwdBytes = fwdBytes, o.bwdBytes = bwdBytes;
+    o.saved = saved, o.attentionCore = core;
+    ops.push_back(o);
+  };
+  // Layer norm: read x, write y; backward reads x, dy and writes dx.
+  auto layerNorm = [&] {
+    pointwise(T * h / outside, 2 * e, 3 * e, T * h * e / outside);
+  };
+  // Bias + dropout + residual add, fused: reads two, writes one and a mask.
+  auto biasDropoutAdd = [&] {
+    pointwise(T * h / outside, 3 * e + 1, 2 * e + 1, T * h / outside);
+  };
+  if (m.kind == ModelDesc::Kind::Transformer) {
+    double d = h / a, heads = a / t;
+    layerNorm();
+    gemm(T, 3 * h / t, h, 1, T * h * e / outside);     // qkv; saves its input
+    gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
+    // Scale + mask + softmax (fused); saves its output.
+    pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
+    // Attention dropout; saves the mask.
+    pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s, true);
+    // probs x V; saves dropped probs and V.
+    gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
+    pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
+    gemm(T, h, h / t, 1, T * h / t * e);   // projection; saves its input
+    biasDropoutAdd();
+    layerNorm();
+    gemm(T, f / t, h, 1, T * h * e / outside);         // fc1; saves its input
+    pointwise(T * f / t, 2 * e, 3 * e, T * f / t * e); // bias + gelu
+    gemm(T, h, f / t, 1, T * f / t * e);               // fc2
+    biasDropoutAdd();
+  } else {
+    layerNorm();
+    gemm(T, f / t, h, 1, T * h * e / outside);
+    pointwise(T * f / t, 2 * e, 3 * e, T * f / t * e); // activation
+    gemm(T, h, f / t, 1, T * f / t * e);
+    pointwise(T * h / outside, 3 * e, 2 * e, 0); // bias + residual
+  }
+  return ops;
+}
+
+AnalyticalCostModel::LayerCost
+AnalyticalCostModel::layerCost(const Plan &p) const {
+  auto key = std::make_tuple(p.microBatch, p.tp, int(p.recompute), p.sp,
+                             p.stride(Axis::TP));
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto it = layerCache.find(key);
+    if (it != layerCache.end())
+      return it->second;
+  }
+  LayerCost lc;
+  double coreFwd = 0, coreSaved = 0;
+  for (const LayerOp &o :
+       layerOps(m, double(p.microBatch), double(p.tp), p.sp)) {
+    double fwd, bwd;
+    if (o.gemm) {
+      fwd = gemmTime(o.M, o.N, o.K, o.batch);
+      // dX = dY W^T and dW = X^T dY.
+      bwd = gemmTime(o.M, o.K, o.N, o.batch) + gemmTime(o.K, o.N, o.M, o.batch);
+    } else {
+      fwd = memoryBoundTime(o.elements * o.fwdBytes);
+      bwd = memoryBoundTime(o.elements * o.bwdBytes);
+    }
+    lc.fwd += fwd;
+    lc.bwd += bwd;
+    lc.saved += o.saved;
+    if (o.attentionCore) {
+      coreFwd += fwd;
+      coreSaved += o.saved;
+    }
+  }
+  double e = double(m.dtypeBytes);
+  double T = double(p.microBatch) * double(m.seqLen);
+  double layerInput = T * double(m.hidden) * e / (p.sp ? double(p.tp) : 1.0);
+  switch (p.recompute) {
+  case Recompute::None:
+    break;
+  case Recompute::Selective:
+    // Q, K and V stay saved; the s^2 tensors are rebuilt in backward.
+    lc.recompute = coreFwd;
+    lc.transient = coreSaved;
+    lc.saved -= coreSaved;
+    if (m.kind == ModelDesc::Kind::Transformer)
+      lc.saved += 3 * T * double(m.hidden) / double(p.tp) * e;
+    break;
+  case Recompute::Full:
+    lc.recompute = lc.fwd;
+    lc.transient = lc.saved;
+    lc.saved = layerInput;
+    break;
+  }
+  // Tensor parallelism: an all-reduce (or reduce-scatter + all-gather with
+  // sequence parallelism, same volume) after each row-parallel GEMM forward
+  // and before each column-parallel GEMM backward; recomputation repeats the
+  // forward ones.
+  if (p.tp > 1) {
+    double perLayer = m.kind == ModelDesc::Kind::Transformer ? 2 : 1;
+    double count =
+        2 * perLayer + (p.recompute == Recompute::Full ? perLayer : 0);
+    double bytes = T * double(m.hidden) * e;
+    lc.tpComm = count * allReduceTime(bytes, p.stride(Axis::TP), p.tp);
+  }
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  layerCache.emplace(key, lc);
+  return lc;
+}
+
+double AnalyticalCostModel::layerForwardFlops(int64_t microBatch,
+                                              int64_t tp) const {
+  double flops = 0;
+  for (const LayerOp &o : layerOps(m, double(microBatch), double(tp), false))
+    if (o.gemm)
+      flops += 2 * o.M * o.N * o.K * o.batch;
+  return flops;
+}
+
+double AnalyticalCostModel::modelFlopsPerStep(int64_t globalBatch) const {
+  double T = double(globalBatch) * double(m.seqLen);
+  double layer = layerForwardFlops(1, 1) / double(m.seqLen); // per token
+  double head = 2.0 * double(m.hidden) * double(m.vocab);
+  return 3.0 * T * (double(m.layers) * layer + head);
+}
+
+//===----------------------------------------------------------------------===//
+// Stage terms and the full estimate
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Bytes per parameter by category (docs/cost-model.md, "Memory").
+struct ParamBytes {
+  double weight, grad, optimizer, update;
+};
+} // namespace
+
+static ParamBytes paramBytes(const ModelDesc &m) {
+  double e = double(m.dtypeBytes);
+  double master = m.mixedPrecision() ? 4 : 0;
+  ParamBytes b{e, e, master, 0};
+  switch (m.optimizer) {
+  case ModelDesc::Optimizer::Adam:
+    b.optimizer += 8;
+    b.update = 28; // read g, w, m, v; write w, m, v (+ the 16-bit copy)
+    break;
+  case ModelDesc::Optimizer::SgdMomentum:
+    b.optimizer += 4;
+    b.update = 20;
+    break;
+  case ModelDesc::Optimizer::Sgd:
+    b.update = 12;
+    break;
+  }
+  return b;
+}
+
+StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
+  StageCosts sc;
+  const DeviceSpec &dev = c.device;
+  LayerCost lc = layerCost(p);
+  double e = double(m.dtypeBytes), t = double(p.tp), dp = double(p.dp);
+  double h = double(m.hidden), V = double(m.vocab), s = double(m.seqLen);
+  double T = double(p.microBatch) * s;
+  double outside = p.sp ? t : 1.0;
+  int64_t tpStride = p.stride(Axis::TP), dpStride = p.stride(Axis::DP);
+  sc.layerCompute = lc.fwd + lc.bwd + lc.recompute;
+  sc.layerTpComm = lc.tpComm;
+  double fwdComms = m.kind == ModelDesc::Kind::Transformer ? 2 : 1;
+  double allComms =
+      2 * fwdComms + (p.recompute == Recompute::Full ? fwdComms : 0);
+  sc.layerForward = lc.fwd + lc.tpComm * fwdComms / allComms;
+
+  // Parameters one device holds of a layer: GEMM weights are split by tensor
+  // parallelism, norms and the row-parallel biases are replicated.
+  double replicated = m.kind == ModelDesc::Kind::Transformer ? 6 * h : 3 * h;
+  double layerParams = (double(m.layerParams()) - replicated) / t + replicated;
+  double embedParams = V * h / t +
+                       (m.kind == ModelDesc::Kind::Transformer ? s * h : 0) +
+                       (p.pp == 1 ? 2 * h : 0);
+  double headParams = p.pp == 1 ? 0 : V * h / t + 2 * h; // tied copy + norm
+  ParamBytes pb = paramBytes(m);
+  auto statics = [&](double params, double &w, double &g, double &o) {
+    w = params * pb.weight / (p.zero >= 3 ? dp : 1);
+    g = params * pb.grad / (p.zero >= 2 ? dp : 1);
+    o = params * pb.optimizer / (p.zero >= 1 ? dp : 1);
+  };
+  statics(layerParams, sc.layerWeights, sc.layerGrads, sc.layerOptState);
+  statics(embedParams, sc.firstWeights, sc.firstGrads, sc.firstOptState);
+  statics(headParams, sc.lastWeights, sc.lastGrads, sc.lastOptState);
+
+  // ZeRO-3 gathers each layer's parameters for forward, backward and any
+  // recomputation, and reduce-scatters its gradients, every micro-batch;
+  // prefetching hides what fits under the layer's own compute.
+  if (p.zero >= 3 && p.dp > 1) {
+    double bytes = layerParams * e;
+    double gathers = 2 + (p.recompute == Recompute::Full ? 1 : 0);
+    double comm = gathers * allGatherTime(bytes, dpStride, p.dp) +
+                  reduceScatterTime(bytes, dpStride, p.dp);
+    sc.layerZeroComm = std::max(0.0, comm - sc.layerCompute);
+  }
+
+  // Embedding: gather rows, add positions, dropout; backward scatter-adds.
+  sc.firstCompute = memoryBoundTime(T * h * (5 * e + 1) / outside) +
+                    memoryBoundTime(T * h * (5 * e + 1));
+  // Head: final norm, logits GEMM (vocab-parallel), fp32 cross entropy.
+  sc.lastCompute = memoryBoundTime(T * h / outside * 2 * e) +
+                   memoryBoundTime(T * h / outside * 3 * e) +
+                   gemmTime(T, V / t, h, 1) + gemmTime(T, h, V / t, 1) +
+                   gemmTime(h, V / t, T, 1) +
+                   memoryBoundTime(T * V / t * (e + 12)) +
+                   memoryBoundTime(T * V / t * (e + 8));
+  if (p.tp > 1) {
+    sc.firstTpComm = allReduceTime(T * h * e, tpStride, p.tp);
+    sc.lastTpComm = allReduceTime(T * h * e, tpStride, p.tp) +
+                    3 * allReduceTime(T * 4, tpStride, p.tp);
+  }
+
+  // Pipeline: each chunk boundary sends activations forward and gradients
+  // back; with tensor parallelism each rank sends 1/t and the receivers
+  // all-gather over the (faster) tensor-parallel links.
+  if (p.pp > 1) {
+    double bytes = T * h * e;
+    double one = p.tp > 1 ? sendRecvTime(bytes / t, p.stride(Axis::PP)) +
+                                allGatherTime(bytes, tpStride, p.tp)
+                          : sendRecvTime(bytes, p.stride(Axis::PP));
+    sc.p2pPerMicrobatch = 2.0 * double(p.vpp) * one;
+  }
+
+  // Memory per micro-batch in flight and per device.
+  sc.layerActivation = lc.saved;
+  sc.transientActivation = lc.transient;
+  sc.firstActivation = T * h / outside;        // embedding dropout mask
+  sc.lastActivation = T * V / t * (4 + 4 + e); // fp32 logits, softmax, grad
+  sc.reserved = dev.reservedBytes;
+  sc.memoryLimit = dev.memoryBytes;
+  if (p.dp > 1 && p.zero < 3)
+    sc.commBuffers += 2 * 25.0 * 1024 * 1024; // two gradient buckets
+  if (p.pp > 1)
+    sc.commBuffers += 2 * T * h * e; // send and receive buffers
+  if (p.sp && p.tp > 1)
+    sc.commBuffers += T * h * e; // all-gathered sequence
+  if (p.zero >= 3 && p.dp > 1)
+    sc.commBuffers += 2 * layerParams * e; // current + prefetched layer
+
+  // Step-level terms use an average stage (L/pp layers) plus the embedding,
+  // so they do not depend on the layer assignment the search optimises.
+  double stageLayers = double(m.layers) / double(p.pp);
+  double stageParams = stageLayers * layerParams + embedParams;
+  if (p.dp > 1 && p.zero < 3) {
+    double bytes = stageParams * pb.grad;
+    double backward = stageLayers * lc.bwd;
+    double forward = stageLayers * lc.fwd;
+    double lastBucket = 1.0 / (stageLayers + 1.0);
+    if (p.zero == 0) {
+      double ar = allReduceTime(bytes, dpStride, p.dp);
+      sc.dpExposed = std::max(ar - backward, ar * lastBucket);
+    } else {
+      // Reduce-scatter hides under the last backward, the parameter
+      // all-gather under the next step's first forward.
+      double rs = reduceScatterTime(bytes, dpStride, p.dp);
+      double ag = allGatherTime(stageParams * e, dpStride, p.dp);
+      sc.dpExposed = std::max(rs - backward, rs * lastBucket) +
+                     std::max(ag - forward, ag * lastBucket);
+    }
+  }
+  double localParams = stageParams / (p.zero >= 1 ? dp : 1);
+  sc.optimizer = memoryBoundTime(localParams * pb.update);
+  return sc;
+}
+
+Estimate AnalyticalCostModel::estimate(const Plan &p) const {
+  Estimate est;
+  StageCosts sc = stageCosts(p);
+  int64_t pp = p.pp, mb = p.numMicrobatches;
+  std::vector<double> layersOn(pp, 0.0);
+  for (size_t k = 0; k < p.stageLayers.size(); ++k)
+    layersOn[k % pp] += double(p.stageLayers[k]);
+
+  std::vector<double> deviceTime(pp);
+  int64_t critical = 0;
+  for (int64_t d = 0; d < pp; ++d) {
+    double t = layersOn[d] * sc.layerTime() + sc.p2pPerMicrobatch;
+    if (d == 0)
+      t += sc.firstCompute + sc.firstTpComm;
+    if (d == pp - 1)
+      t += sc.lastCompute + sc.lastTpComm;
+    deviceTime[d] = t;
+    if (t > deviceTime[critical])
+      critical = d;
+  }
+  double pipe = pipelineMakespan(deviceTime, mb, p.vpp);
+  double n = layersOn[critical], M = double(mb);
+  TimeBreakdown &tb = est.time;
+  tb.compute =
+      M * (n * sc.layerCompute + (critical == 0 ? sc.firstCompute : 0) +
+           (critical == pp - 1 ? sc.lastCompute : 0));
+  tb.tpComm = M * (n * sc.layerTpComm + (critical == 0 ? sc.firstTpComm : 0) +
+                   (critical == pp - 1 ? sc.lastTpComm : 0));
+  tb.zeroComm = M * n * sc.layerZeroComm;
+  tb.ppComm = M * sc.p2pPerMicrobatch;
+  tb.bubble = std::max(0.0, pipe - M * deviceTime[critical]);
+  tb.dpComm = sc.dpExposed;
+  tb.optimizer = sc.optimizer;
+  est.stepTimeS = tb.total();
+
+  double peakMem = -1;
+  for (int64_t d = 0; d < pp; ++d) {
+    MemoryBreakdown mem;
+    double nd = layersOn[d];
+    mem.weights = nd * sc.layerWeights;
+    mem.gradients = nd * sc.layerGrads;
+    mem.optimizerState = nd * sc.layerOptState;
+    double perMicrobatch = nd * sc.layerActivation;
+    if (d == 0) {
+      mem.weights += sc.firstWeights;
+      mem.gradients += sc.firstGrads;
+      mem.optimizerState += sc.firstOptState;
+      perMicrobatch += sc.firstActivation;
+    }
+    if (d == pp - 1) {
+      mem.weights += sc.lastWeights;
+      mem.gradients += sc.lastGrads;
+      mem.optimizerState += sc.lastOptState;
+    }
+    mem.activations = inflightMicrobatches(p, d) * perMicrobatch +
+                      sc.transientActivation +
+                      (d == pp - 1 ? sc.lastActivation : 0);
+    mem.commBuffers = sc.commBuffers;
+    mem.reserved = sc.reserved;
+    if (mem.total() > peakMem) {
+      peakMem = mem.total();
+      est.memory = mem;
+    }
+  }
+  est.memoryLimitBytes = sc.memoryLimit;
+  est.fits = est.memory.total() <= sc.memoryLimit;
+
+  int64_t batch = p.globalBatch();
+  double devices = double(p.devices());
+  est.tokensPerS = double(batch) * double(m.seqLen) / est.stepTimeS;
+  est.modelFlopsPerStep = modelFlopsPerStep(batch);
+  double tokens = double(batch) * double(m.seqLen);
+  double layerFwdPerToken = layerForwardFlops(1, 1) / double(m.seqLen);
+  double recomputed = p.recompute == Recompute::Full ? layerFwdPerToken
+                      : p.recompute == Recompute::Selective
+                          ? 4.0 * double(m.seqLen) * double(m.hidden)
+                          : 0.0;
+  if (m.kind != ModelDesc::Kind::Transformer &&
+      p.recompute == Recompute::Selective)
+    recomputed = 0;
+  est.hardwareFlopsPerStep =
+      est.modelFlopsPerStep + tokens * double(m.layers) * recomputed;
+  est.tflopsPerDevice = est.modelFlopsPerStep / est.stepTimeS / devices / 1e12;
+  est.mfu = peak > 0 ? est.tflopsPerDevice * 1e12 / peak : 0;
+  return est;
+}
+
+} // namespace strata::planner

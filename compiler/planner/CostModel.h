@@ -1,0 +1,128 @@
+//===- CostModel.h - Predicting step time and memory of a plan --*- C++ -*-===//
+//
+// The cost model is an interface so researchers can plug in their own; the
+// search only talks to it through `stageCosts` (per-layer and per-stage terms
+// for a plan whose layer assignment is still open) and `estimate` (a complete
+// plan). AnalyticalCostModel is the default, documented in docs/cost-model.md:
+// roofline kernels, alpha-beta collectives over the topology tree, exact
+// memory accounting.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_COMPILER_PLANNER_COSTMODEL_H
+#define STRATA_COMPILER_PLANNER_COSTMODEL_H
+
+#include "compiler/planner/Cluster.h"
+#include "compiler/planner/ModelDesc.h"
+#include "compiler/planner/Plan.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+namespace strata::planner {
+
+/// Everything about one pipeline stage layout that does not depend on how
+/// many layers each stage gets. Times are per micro-batch (forward, backward
+/// and recomputation together); memory in bytes.
+struct StageCosts {
+  // Time of one repeated layer, split so the breakdown can be reported.
+  double layerCompute = 0, layerTpComm = 0, layerZeroComm = 0;
+  /// The forward part of layerTime() (the rest is backward + recompute).
+  double layerForward = 0;
+  // Extra work of the first stage (embedding) and the last (head + loss).
+  double firstCompute = 0, firstTpComm = 0;
+  double lastCompute = 0, lastTpComm = 0;
+  /// Pipeline send/recv a device exposes per micro-batch (all its chunks).
+  double p2pPerMicrobatch = 0;
+  /// Step-level terms, independent of the layer assignment (see
+  /// docs/cost-model.md for why the data-parallel term uses an average stage).
+  double dpExposed = 0, optimizer = 0;
+
+  // Memory: per layer held by a device, and fixed per device.
+  double layerWeights = 0, layerGrads = 0, layerOptState = 0;
+  double layerActivation = 0; ///< saved per in-flight micro-batch
+  double firstWeights = 0, firstGrads = 0, firstOptState = 0;
+  double firstActivation = 0; ///< per in-flight micro-batch
+  double lastWeights = 0, lastGrads = 0, lastOptState = 0;
+  double lastActivation = 0;      ///< one micro-batch's logits and their grads
+  double transientActivation = 0; ///< rebuilt layer during its backward
+  double commBuffers = 0, reserved = 0;
+  double memoryLimit = 0;
+
+  double layerTime() const {
+    return layerCompute + layerTpComm + layerZeroComm;
+  }
+  double layerStatic() const {
+    return layerWeights + layerGrads + layerOptState;
+  }
+};
+
+class CostModel {
+public:
+  virtual ~CostModel();
+  /// Terms for `plan` ignoring plan.stageLayers.
+  virtual StageCosts stageCosts(const Plan &plan) const = 0;
+  /// Full prediction; plan.stageLayers must hold pp*vpp counts summing to the
+  /// model's layers.
+  virtual Estimate estimate(const Plan &plan) const = 0;
+  virtual const ModelDesc &model() const = 0;
+  virtual const ClusterSpec &cluster() const = 0;
+};
+
+/// Micro-batches' worth of activations pipeline device `d` holds at its peak.
+double inflightMicrobatches(const Plan &plan, int64_t d);
+
+/// Step time of a pipeline whose devices take `deviceTimes` per micro-batch:
+/// (m - 1/v) * max + sum / v, which is (m + (p-1)/v) * T for equal stages.
+double pipelineMakespan(const std::vector<double> &deviceTimes, int64_t m,
+                        int64_t v);
+
+class AnalyticalCostModel : public CostModel {
+public:
+  AnalyticalCostModel(ModelDesc model, ClusterSpec cluster);
+  StageCosts stageCosts(const Plan &plan) const override;
+  Estimate estimate(const Plan &plan) const override;
+  const ModelDesc &model() const override { return m; }
+  const ClusterSpec &cluster() const override { return c; }
+
+  // Building blocks, public for tests and for the trace writer.
+  double gemmTime(double M, double N, double K, double batch) const;
+  double memoryBoundTime(double bytes) const;
+  /// Collective times for `bytes` per member over a group of `size` ranks
+  /// `stride` apart; the best of ring, tree and hierarchical ring.
+  double allReduceTime(double bytes, int64_t stride, int64_t size) const;
+  double reduceScatterTime(double bytes, int64_t stride, int64_t size) const;
+  double allGatherTime(double bytes, int64_t stride, int64_t size) const;
+  double sendRecvTime(double bytes, int64_t stride) const;
+  /// Per-layer forward FLOPs of one micro-batch on one device.
+  double layerForwardFlops(int64_t microBatch, int64_t tp) const;
+  /// Model FLOPs of one step without recomputation (3x forward).
+  double modelFlopsPerStep(int64_t globalBatch) const;
+
+private:
+  struct LayerCost {
+    double fwd = 0, bwd = 0, recompute = 0, tpComm = 0;
+    double saved = 0, transient = 0;
+  };
+  LayerCost layerCost(const Plan &plan) const;
+  double ringTime(double bytes, const GroupSpan &span, bool allReduce) const;
+  double hierarchicalTime(double bytes, const GroupSpan &span,
+                          bool allReduce) const;
+  double levelBandwidth(size_t l) const;
+
+  ModelDesc m;
+  ClusterSpec c;
+  double peak = 0;
+  /// Layer costs depend on few plan fields; the search asks for the same
+  /// ones many times.
+  mutable std::mutex cacheMutex;
+  mutable std::map<std::tuple<int64_t, int64_t, int, bool, int64_t>, LayerCost>
+      layerCache;
+};
+
+} // namespace strata::planner
+
+#endif // STRATA_COMPILER_PLANNER_COSTMODEL_H

@@ -1,0 +1,78 @@
+//===- ModelAdapter.cpp - ModelSpec -> planner::ModelDesc
+//------------------===//
+//
+// Kept apart from the planner core so the core builds and tests without the
+// YAML frontend.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/planner/ModelDesc.h"
+#include "frontends/yaml/ModelSpec.h"
+
+namespace strata::planner {
+
+static void setDtype(ModelDesc &d, frontend::DType t) {
+  switch (t) {
+  case frontend::DType::BF16:
+    d.dtype = "bfloat16";
+    d.dtypeBytes = 2;
+    break;
+  case frontend::DType::F16:
+    d.dtype = "float16";
+    d.dtypeBytes = 2;
+    break;
+  default:
+    d.dtype = "float32";
+    d.dtypeBytes = 4;
+    break;
+  }
+}
+
+std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
+                                           std::string &error) {
+  ModelDesc d;
+  d.name = spec.path;
+  if (spec.gpt) {
+    const frontend::GptConfig &g = *spec.gpt;
+    d.kind = ModelDesc::Kind::Transformer;
+    d.vocab = g.vocab;
+    d.seqLen = g.seqLen;
+    d.hidden = g.hidden;
+    d.heads = g.heads;
+    d.layers = g.layers;
+    d.ffnHidden = g.ffnHidden > 0 ? g.ffnHidden : 4 * g.hidden;
+    setDtype(d, g.dtype);
+  } else if (spec.mlp) {
+    const frontend::MlpConfig &m = *spec.mlp;
+    d.kind = ModelDesc::Kind::Mlp;
+    d.vocab = m.vocab;
+    d.seqLen = m.seqLen;
+    d.hidden = m.hidden;
+    d.heads = 1;
+    d.layers = m.layers;
+    d.ffnHidden = m.ffnHidden > 0 ? m.ffnHidden : 4 * m.hidden;
+    setDtype(d, m.dtype);
+  } else {
+    error = spec.path +
+            ": the planner needs a layer-stack model (the 'gpt' "
+            "or 'mlp' preset); explicit graphs ('" +
+            spec.family +
+            "') cannot be planned yet — pin nothing and use a preset, or "
+            "describe the model with the gpt/mlp preset";
+    return std::nullopt;
+  }
+  const frontend::OptimizerSpec &o = spec.training.optimizer;
+  if (o.kind == frontend::OptimizerSpec::Kind::AdamW)
+    d.optimizer = ModelDesc::Optimizer::Adam;
+  else
+    d.optimizer = o.momentum != 0.0 ? ModelDesc::Optimizer::SgdMomentum
+                                    : ModelDesc::Optimizer::Sgd;
+  d.globalBatch = spec.training.globalBatch;
+  if (!d.validate(error)) {
+    error = spec.path + ": " + error;
+    return std::nullopt;
+  }
+  return d;
+}
+
+} // namespace strata::planner

@@ -1,0 +1,57 @@
+//===- ModelDesc.h - What the planner needs to know about a model -*- C++
+//-*-===//
+//
+// The planner reasons about a stack of identical layers between an embedding
+// and a head, which is what lets it cost one layer and multiply. ModelDesc is
+// that view; `modelDescFromSpec` derives it from a parsed YAML model spec so
+// the planner core does not depend on the frontend.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_COMPILER_PLANNER_MODELDESC_H
+#define STRATA_COMPILER_PLANNER_MODELDESC_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace strata::frontend {
+struct ModelSpec;
+} // namespace strata::frontend
+
+namespace strata::planner {
+
+struct ModelDesc {
+  enum class Kind { Transformer, Mlp } kind = Kind::Transformer;
+  std::string name;
+  int64_t vocab = 0, seqLen = 0, hidden = 0, heads = 1, layers = 0;
+  int64_t ffnHidden = 0;
+  /// Compute/activation dtype: "float32", "bfloat16" or "float16". 16-bit
+  /// dtypes train in mixed precision with fp32 master weights.
+  std::string dtype = "float32";
+  int64_t dtypeBytes = 4;
+  /// Optimizer state bytes per parameter beyond the weight and gradient:
+  /// Adam keeps m and v (8 in fp32), plus a 4-byte fp32 master copy in mixed
+  /// precision; SGD keeps momentum (4) or nothing.
+  enum class Optimizer { Adam, Sgd, SgdMomentum } optimizer = Optimizer::Adam;
+  int64_t globalBatch = 0; ///< sequences per step; 0 = not given
+  bool tiedEmbedding = true;
+
+  bool mixedPrecision() const { return dtypeBytes < 4; }
+  /// Parameters of one repeated layer (weights and biases).
+  int64_t layerParams() const;
+  /// Embedding (+ position table) parameters; the head is tied to it.
+  int64_t embeddingParams() const;
+  int64_t totalParams() const;
+  /// Checks sizes are positive and consistent; on failure says which field.
+  bool validate(std::string &error) const;
+};
+
+/// Derives the planner's view of a parsed model spec. Explicit graphs are not
+/// (yet) reducible to a layer stack; the error then says so.
+std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
+                                           std::string &error);
+
+} // namespace strata::planner
+
+#endif // STRATA_COMPILER_PLANNER_MODELDESC_H

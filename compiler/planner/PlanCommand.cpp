@@ -1,0 +1,132 @@
+//===- PlanCommand.cpp - `strata plan` ------------------------------------===//
+
+#include "compiler/planner/PlanCommand.h"
+
+#include "compiler/planner/Report.h"
+#include "compiler/planner/Search.h"
+#include "compiler/planner/Trace.h"
+#include "frontends/yaml/ModelSpec.h"
+
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace strata::planner {
+
+PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
+                         ClusterSpec *clusterOut) {
+  PlanResult r;
+  std::vector<frontend::Diagnostic> modelDiags;
+  std::optional<frontend::ModelSpec> spec =
+      frontend::loadModelSpec(req.modelPath, modelDiags);
+  if (!spec) {
+    for (const frontend::Diagnostic &d : modelDiags)
+      r.error += (r.error.empty() ? "" : "\n") + d.str();
+    if (r.error.empty())
+      r.error = req.modelPath + ": error: cannot load the model spec";
+    return r;
+  }
+  std::string error;
+  std::optional<ModelDesc> model = modelDescFromSpec(*spec, error);
+  if (!model) {
+    r.error = error;
+    return r;
+  }
+  std::vector<PlannerDiag> clusterDiags;
+  std::optional<ClusterSpec> cluster =
+      resolveCluster(req.cluster, clusterDiags);
+  if (!cluster) {
+    for (const PlannerDiag &d : clusterDiags)
+      r.error += (r.error.empty() ? "" : "\n") + d.str();
+    return r;
+  }
+  SearchOptions opts;
+  opts.globalBatch = req.globalBatch > 0 ? req.globalBatch : model->globalBatch;
+  opts.topK = req.topK;
+  for (const std::string &pin : req.pins)
+    if (!parsePin(pin, opts.pins, error)) {
+      r.error = error;
+      return r;
+    }
+  if (modelOut)
+    *modelOut = *model;
+  if (clusterOut)
+    *clusterOut = *cluster;
+  return searchPlans(*model, *cluster, opts);
+}
+
+namespace {
+struct PlanCliOptions {
+  PlanRequest request;
+  bool json = false;
+  std::string tracePath;
+};
+} // namespace
+
+/// Prints a user error and leaves through the driver's single exit path.
+[[noreturn]] static void fail(const std::string &message) {
+  std::string msg = message;
+  if (msg.find("error:") == std::string::npos)
+    msg = "strata plan: error: " + msg;
+  std::cerr << msg << "\n";
+  throw CLI::RuntimeError(1);
+}
+
+static void runPlan(const PlanCliOptions &o) {
+  ModelDesc model;
+  ClusterSpec cluster;
+  PlanResult r = planFromFiles(o.request, &model, &cluster);
+  if (!r.ok)
+    fail(r.error);
+  if (!o.tracePath.empty()) {
+    AnalyticalCostModel cm(model, cluster);
+    SimulatedStep step;
+    std::string error;
+    if (!simulateStep(cm, r.plans[0].plan, step, error))
+      fail("--trace: " + error);
+    std::ofstream out(o.tracePath);
+    if (out)
+      out << chromeTraceJson(step, r.plans[0].plan) << "\n";
+    if (!out)
+      fail("--trace " + o.tracePath + ": cannot write the file");
+  }
+  if (o.json)
+    std::cout << planResultToJson(r, o.request.modelPath, cluster.name,
+                                  cluster.numDevices())
+              << "\n";
+  else
+    std::cout << formatPlanReport(r, model, cluster);
+}
+
+void addPlanSubcommand(CLI::App &app) {
+  auto opts = std::make_shared<PlanCliOptions>();
+  CLI::App *plan = app.add_subcommand(
+      "plan", "Choose how to parallelise training of MODEL.yaml on a cluster");
+  plan->add_option("model", opts->request.modelPath, "model spec (YAML)")
+      ->required();
+  plan->add_option("--cluster", opts->request.cluster,
+                   "dgx-a100:NODES, dgx-h100:NODES, local:RANKS or a cluster "
+                   "YAML file (docs/cluster-spec.md)")
+      ->required();
+  plan->add_option("--global-batch", opts->request.globalBatch,
+                   "sequences per step (default: training.global_batch)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--pin", opts->request.pins,
+                   "fix a plan field: dp, tp, pp, vpp, micro_batch, "
+                   "num_microbatches, schedule, zero, recompute, sp, "
+                   "placement (repeatable)")
+      ->allow_extra_args(false);
+  plan->add_option("--top", opts->request.topK,
+                   "plans to show: the best and K-1 runners-up")
+      ->check(CLI::Range(1, 100));
+  plan->add_flag("--json", opts->json,
+                 "print the plan as JSON "
+                 "(docs/plan-json.md)");
+  plan->add_option("--trace", opts->tracePath,
+                   "write the simulated step as Chrome trace JSON");
+  plan->callback([opts] { runPlan(*opts); });
+}
+
+} // namespace strata::planner

@@ -1,0 +1,64 @@
+//===- Search.h - Joint search over parallel plans ----------------*- C++
+//-*-===//
+//
+// The default search enumerates data-, tensor- and pipeline-parallel sizes,
+// placement, micro-batching, schedule, ZeRO stage, recomputation and sequence
+// parallelism, and for each candidate assigns layers to stages optimally in
+// closed form (identical layers make that a min-max with capacities). It is
+// exact over that space (tests/unit/planner checks it against brute force)
+// and costs each distinct layer shape once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_COMPILER_PLANNER_SEARCH_H
+#define STRATA_COMPILER_PLANNER_SEARCH_H
+
+#include "compiler/planner/CostModel.h"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata::planner {
+
+/// Plan fields fixed by the user (`--pin key=value`); unset ones are searched.
+struct Pins {
+  std::optional<int64_t> dp, tp, pp, vpp, microBatch, numMicrobatches;
+  std::optional<Schedule> schedule;
+  std::optional<int> zero;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sp;
+  std::optional<std::array<Axis, 3>> placement;
+  /// The pins as the user wrote them, for error messages.
+  std::vector<std::string> given;
+  bool empty() const { return given.empty(); }
+};
+
+/// Parses one "key=value"; on failure says which keys and values exist.
+bool parsePin(const std::string &text, Pins &pins, std::string &error);
+
+struct SearchOptions {
+  int64_t globalBatch = 0; ///< sequences per step (required, > 0)
+  Pins pins;
+  int topK = 3; ///< the best plan plus topK-1 runners-up
+  /// Suggest a fix (unpin / more devices) when nothing fits.
+  bool diagnoseInfeasible = true;
+};
+
+/// Runs the search with `costModel` (the analytical one if null).
+PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
+                       const SearchOptions &options,
+                       const CostModel *costModel = nullptr);
+
+/// Optimal layers per stage for a GPipe/1F1B candidate: minimises the
+/// slowest device subject to each device's memory; empty if none fits.
+std::vector<int64_t> assignLayers(const Plan &plan, const StageCosts &sc,
+                                  int64_t layers);
+
+/// "+7.3%: more pipeline bubble (+1.2 s), less ... " comparing to `best`.
+std::string explainSlower(const Estimate &best, const Estimate &other);
+
+} // namespace strata::planner
+
+#endif // STRATA_COMPILER_PLANNER_SEARCH_H

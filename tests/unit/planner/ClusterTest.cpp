@@ -1,0 +1,137 @@
+//===- ClusterTest.cpp - Cluster presets, YAML errors, group spans --------===//
+
+#include "compiler/planner/Cluster.h"
+
+#include <gtest/gtest.h>
+
+using namespace strata::planner;
+
+TEST(Cluster, PresetsDescribeTheirHardware) {
+  std::string err;
+  bool isPreset = false;
+  auto a100 = clusterPreset("dgx-a100:4", err, isPreset);
+  ASSERT_TRUE(a100) << err;
+  EXPECT_TRUE(isPreset);
+  EXPECT_EQ(a100->numDevices(), 32);
+  ASSERT_EQ(a100->levels.size(), 2u);
+  EXPECT_EQ(a100->levels[0].size, 8);
+  EXPECT_DOUBLE_EQ(a100->levels[0].bandwidth, 300e9); // 600 GB/s both ways
+  EXPECT_DOUBLE_EQ(a100->levels[1].bandwidth, 25e9);  // 200 Gb/s HDR
+  EXPECT_DOUBLE_EQ(a100->device.peakFor("bfloat16"), 312e12);
+
+  auto h100 = clusterPreset("dgx-h100:2", err, isPreset);
+  ASSERT_TRUE(h100);
+  EXPECT_EQ(h100->numDevices(), 16);
+  EXPECT_DOUBLE_EQ(h100->levels[1].bandwidth, 50e9); // 400 Gb/s NDR
+
+  auto local = clusterPreset("local:4", err, isPreset);
+  ASSERT_TRUE(local);
+  EXPECT_EQ(local->device.kind, "cpu");
+  EXPECT_EQ(local->numDevices(), 4);
+  EXPECT_DOUBLE_EQ(local->device.peakFor("float32"), 150e9);
+}
+
+TEST(Cluster, BadPresetCountNamesTheFlag) {
+  std::string err;
+  bool isPreset = false;
+  EXPECT_FALSE(clusterPreset("dgx-a100:zero", err, isPreset));
+  EXPECT_TRUE(isPreset);
+  EXPECT_NE(err.find("--cluster dgx-a100:zero"), std::string::npos) << err;
+  EXPECT_FALSE(clusterPreset("mycluster.yaml", err, isPreset));
+  EXPECT_FALSE(isPreset);
+}
+
+TEST(Cluster, QuantitiesWithUnits) {
+  EXPECT_DOUBLE_EQ(*parseQuantity("200 Gb/s", "bandwidth"), 25e9);
+  EXPECT_DOUBLE_EQ(*parseQuantity("2039 GB/s", "bandwidth"), 2039e9);
+  EXPECT_DOUBLE_EQ(*parseQuantity("80 GiB", "bytes"), 80.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(*parseQuantity("5 us", "time"), 5e-6);
+  EXPECT_DOUBLE_EQ(*parseQuantity("312 TFLOP/s", "flops"), 312e12);
+  EXPECT_DOUBLE_EQ(*parseQuantity("0.8", "fraction"), 0.8);
+  EXPECT_FALSE(parseQuantity("80 parsecs", "bytes"));
+  EXPECT_FALSE(parseQuantity("fast", "bandwidth"));
+}
+
+static const char *goodSpec = R"(name: two-nodes
+device:
+  name: A100
+  kind: gpu
+  memory: 80 GiB
+  memory_bandwidth: 2039 GB/s
+  peak_flops: {bfloat16: 312 TFLOP/s, float32: 19.5 TFLOP/s}
+  compute_units: 108
+  efficiency: {gemm: 0.7, memory: 0.8, kernel_overhead: 4 us}
+topology:
+  - {name: nvlink, size: 8, bandwidth: 300 GB/s, latency: 3 us}
+  - {name: ib, size: 2, bandwidth: 200 Gb/s, latency: 5 us, oversubscription: 2}
+)";
+
+TEST(Cluster, YamlSpecParses) {
+  std::vector<PlannerDiag> diags;
+  std::string text = goodSpec;
+  auto c = loadClusterSpec("two.yaml", diags, &text);
+  ASSERT_TRUE(c) << (diags.empty() ? "" : diags[0].str());
+  EXPECT_EQ(c->name, "two-nodes");
+  EXPECT_EQ(c->numDevices(), 16);
+  EXPECT_DOUBLE_EQ(c->device.gemmEfficiency, 0.7);
+  EXPECT_DOUBLE_EQ(c->device.kernelOverheadS, 4e-6);
+  EXPECT_DOUBLE_EQ(c->levels[1].bandwidth, 25e9);
+  EXPECT_DOUBLE_EQ(c->levels[1].oversubscription, 2.0);
+}
+
+TEST(Cluster, YamlErrorsAreLocated) {
+  std::vector<PlannerDiag> diags;
+  std::string text =
+      std::string(goodSpec) +
+      "  - {name: x, size: 2, bandwith: 1 GB/s, latency: 1 us}\n";
+  EXPECT_FALSE(loadClusterSpec("bad.yaml", diags, &text));
+  ASSERT_FALSE(diags.empty());
+  bool sawTypo = false, sawMissing = false;
+  for (auto &d : diags) {
+    if (d.message.find("unknown key 'bandwith'") != std::string::npos) {
+      sawTypo = true;
+      EXPECT_EQ(d.line, 13);
+      EXPECT_GT(d.col, 1);
+      EXPECT_EQ(d.str().rfind("bad.yaml:13:", 0), 0u) << d.str();
+    }
+    if (d.message.find("missing 'bandwidth'") != std::string::npos)
+      sawMissing = true;
+  }
+  EXPECT_TRUE(sawTypo);
+  EXPECT_TRUE(sawMissing);
+
+  diags.clear();
+  std::string units =
+      "device:\n  memory: 80 parsecs\n  memory_bandwidth: 1 GB/s\n"
+      "  peak_flops: {float32: 1 TFLOP/s}\ntopology:\n"
+      "  - {size: 2, bandwidth: 1 GB/s, latency: 1 us}\n";
+  EXPECT_FALSE(loadClusterSpec("u.yaml", diags, &units));
+  ASSERT_FALSE(diags.empty());
+  EXPECT_EQ(diags[0].line, 2);
+  EXPECT_NE(diags[0].message.find("80 GiB"), std::string::npos);
+
+  diags.clear();
+  std::string broken = "device: [unclosed\n";
+  EXPECT_FALSE(loadClusterSpec("b.yaml", diags, &broken));
+  ASSERT_FALSE(diags.empty());
+  EXPECT_GT(diags[0].line, 0);
+
+  diags.clear();
+  EXPECT_FALSE(resolveCluster("/nonexistent/cluster.yaml", diags));
+  ASSERT_FALSE(diags.empty());
+  EXPECT_NE(diags[0].message.find("preset"), std::string::npos);
+}
+
+TEST(Cluster, GroupSpansFollowRankLayout) {
+  std::string err;
+  bool isPreset;
+  auto c = *clusterPreset("dgx-a100:4", err, isPreset);
+  GroupSpan tpInNode = spanOf(c, 1, 8);
+  EXPECT_EQ(tpInNode.members, (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(tpInNode.outermostLevel(), 0u);
+  GroupSpan dpAcross = spanOf(c, 8, 4);
+  EXPECT_EQ(dpAcross.members, (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(dpAcross.outermostLevel(), 1u);
+  GroupSpan mixed = spanOf(c, 2, 16); // 4 per node over 4 nodes
+  EXPECT_EQ(mixed.members, (std::vector<int64_t>{4, 16}));
+}

@@ -1,0 +1,148 @@
+//===- CostModelTest.cpp - The analytical cost model against known formulas
+//===//
+//
+// The formulas come from the literature the validation data cites: Megatron's
+// tensor-parallel volume and bubble, Korthikanti et al.'s activation memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/planner/CostModel.h"
+#include "compiler/planner/Search.h"
+#include "compiler/planner/Trace.h"
+#include "tests/unit/planner/PlannerTestUtils.h"
+
+#include <gtest/gtest.h>
+
+using namespace strata::planner;
+using namespace strata::planner::test;
+
+static Plan plan(int64_t dp, int64_t tp, int64_t pp, int64_t mb, int64_t nmb) {
+  Plan p;
+  p.dp = dp, p.tp = tp, p.pp = pp, p.microBatch = mb, p.numMicrobatches = nmb;
+  return p;
+}
+
+TEST(CostModel, RingAllReduceIsAlphaBeta) {
+  AnalyticalCostModel cm(gpt(1024, 16, 4), ideal(8, 4));
+  // Inside a node: 2 (n-1)/n bytes over 100 GB/s.
+  EXPECT_NEAR(cm.allReduceTime(1e9, 1, 8), 2.0 * 7 / 8 * 1e9 / 100e9, 1e-12);
+  // One member per node: the network level bounds the ring.
+  EXPECT_NEAR(cm.allReduceTime(1e9, 8, 4), 2.0 * 3 / 4 * 1e9 / 10e9, 1e-12);
+  // Eight members per node across 4 nodes: each node's 8 links carry the
+  // ring, or a hierarchical ring; never slower than one member per node.
+  double full = cm.allReduceTime(1e9, 1, 32);
+  EXPECT_LT(full, cm.allReduceTime(1e9, 8, 4) * 1.01);
+  EXPECT_NEAR(cm.reduceScatterTime(1e9, 1, 8), 7.0 / 8 * 1e9 / 100e9, 1e-12);
+}
+
+TEST(CostModel, TensorParallelVolumeMatchesMegatron) {
+  // Megatron §3: 4 all-reduces of b*s*h per layer per micro-batch (forward
+  // and backward), i.e. 8 b s h (t-1)/t elements moved; full recomputation
+  // repeats the two forward ones.
+  ModelDesc m = gpt(4096, 32, 4);
+  AnalyticalCostModel cm(m, ideal(8, 1));
+  Plan p = plan(1, 8, 1, 2, 1);
+  double bytes = 2.0 * 2048 * 4096 * 2;
+  double one = cm.allReduceTime(bytes, 1, 8);
+  EXPECT_NEAR(one, 2.0 * 7 / 8 * bytes / 100e9, one * 1e-9);
+  EXPECT_NEAR(cm.stageCosts(p).layerTpComm, 4 * one, one * 1e-9);
+  p.recompute = Recompute::Full;
+  EXPECT_NEAR(cm.stageCosts(p).layerTpComm, 6 * one, one * 1e-9);
+  p.sp = true; // reduce-scatter + all-gather: the same volume
+  EXPECT_NEAR(cm.stageCosts(p).layerTpComm, 6 * one, one * 1e-9);
+}
+
+TEST(CostModel, ActivationMemoryMatchesKorthikanti) {
+  const double s = 2048, h = 4096, a = 32, b = 2, t = 8;
+  ModelDesc m = gpt(4096, 32, 4);
+  AnalyticalCostModel cm(m, ideal(8, 1));
+  Plan p = plan(1, 1, 1, 2, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              s * b * h * (34 + 5 * a * s / h), 1);
+  p = plan(1, 8, 1, 2, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 1);
+  p.sp = true;
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              s * b * h / t * (34 + 5 * a * s / h), 1);
+  p.recompute = Recompute::Selective;
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation, s * b * h / t * 34, 1);
+  p.sp = false;
+  p.recompute = Recompute::Full;
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation, 2 * s * b * h, 1);
+  // The rebuilt layer is live during its own backward.
+  EXPECT_NEAR(cm.stageCosts(p).transientActivation,
+              s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 1);
+}
+
+TEST(CostModel, SixteenBytesPerParameterUnderZero0) {
+  ModelDesc m = gpt(1024, 16, 8, 512, 32000);
+  AnalyticalCostModel cm(m, ideal(8, 1, 1e12));
+  Plan p = plan(1, 1, 1, 1, 1);
+  p.stageLayers = {8};
+  Estimate e = cm.estimate(p);
+  double params = double(m.totalParams());
+  EXPECT_NEAR(e.memory.weights + e.memory.gradients + e.memory.optimizerState,
+              16 * params, 1);
+  // ZeRO-1 shards the 12 optimizer bytes, ZeRO-2 also the 2 gradient
+  // bytes, ZeRO-3 also the 2 weight bytes.
+  Plan z = plan(4, 1, 1, 1, 1);
+  z.stageLayers = {8};
+  z.zero = 1;
+  Estimate e1 = cm.estimate(z);
+  EXPECT_NEAR(e1.memory.optimizerState, 12 * params / 4, 1);
+  EXPECT_NEAR(e1.memory.gradients, 2 * params, 1);
+  z.zero = 3;
+  Estimate e3 = cm.estimate(z);
+  EXPECT_NEAR(e3.memory.weights + e3.memory.gradients +
+                  e3.memory.optimizerState,
+              16 * params / 4, 1);
+}
+
+TEST(CostModel, BubbleAndInflightFollowTheSchedules) {
+  EXPECT_DOUBLE_EQ(pipelineMakespan({1, 1, 1, 1}, 8, 1), (8 + 3) * 1.0);
+  EXPECT_DOUBLE_EQ(pipelineMakespan({2, 2, 2, 2}, 8, 2), (8 + 3.0 / 2) * 2);
+  Plan p = plan(1, 1, 4, 1, 8);
+  EXPECT_DOUBLE_EQ(inflightMicrobatches(p, 0), 4);
+  EXPECT_DOUBLE_EQ(inflightMicrobatches(p, 3), 1);
+  p.schedule = Schedule::GPipe;
+  EXPECT_DOUBLE_EQ(inflightMicrobatches(p, 3), 8);
+  p.schedule = Schedule::Interleaved;
+  p.vpp = 2;
+  // Megatron: (p-1)*2 + (v-1)*p warm-up chunks + 1, each half a device.
+  EXPECT_DOUBLE_EQ(inflightMicrobatches(p, 0), (6 + 4 + 1) / 2.0);
+}
+
+TEST(CostModel, GemmRooflineAndShapeEffects) {
+  ClusterSpec c = preset("dgx-a100:1");
+  AnalyticalCostModel cm(gpt(4096, 32, 4), c);
+  double big = cm.gemmTime(8192, 8192, 8192, 1);
+  double flops = 2.0 * 8192 * 8192 * 8192;
+  double achieved = flops / big;
+  EXPECT_LT(achieved, 312e12 * c.device.gemmEfficiency);
+  EXPECT_GT(achieved, 312e12 * c.device.gemmEfficiency * 0.9);
+  // A thin-K GEMM (attention scores, K = head dim) runs well below that.
+  double thin = cm.gemmTime(2048, 2048, 64, 64);
+  EXPECT_LT(2.0 * 2048 * 2048 * 64 * 64 / thin, 0.5 * achieved);
+}
+
+TEST(CostModel, SimulatedScheduleAgreesWithTheFormula) {
+  ModelDesc m = gpt(2048, 16, 8);
+  AnalyticalCostModel cm(m, preset("dgx-a100:1"));
+  for (Schedule s :
+       {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved}) {
+    Plan p = plan(1, 2, 4, 1, 8);
+    p.schedule = s;
+    p.vpp = s == Schedule::Interleaved ? 2 : 1;
+    p.stageLayers.assign(p.pp * p.vpp, 8 / (p.pp * p.vpp));
+    Estimate e = cm.estimate(p);
+    SimulatedStep step;
+    std::string err;
+    ASSERT_TRUE(simulateStep(cm, p, step, err)) << err;
+    double analytic = e.stepTimeS;
+    EXPECT_NEAR(step.stepEndS / analytic, 1.0, 0.05)
+        << scheduleName(s) << ": simulated " << step.stepEndS << " vs "
+        << analytic;
+    EXPECT_EQ(step.events.size(), size_t(2 * 8 * p.pp * p.vpp + p.pp));
+  }
+}

@@ -1,0 +1,262 @@
+//===- SearchTest.cpp - The search is exact over its space ----------------===//
+//
+// The brute force below enumerates the space documented in
+// docs/cost-model.md ("Search space") with its own loops, including every
+// composition of layers into stages, and costs each plan with the full
+// `estimate`. The search must find the same optimum.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/planner/Search.h"
+#include "tests/unit/planner/PlannerTestUtils.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+
+using namespace strata::planner;
+using namespace strata::planner::test;
+
+namespace {
+struct BruteResult {
+  double best = std::numeric_limits<double>::infinity();
+  Plan plan;
+  int64_t feasible = 0;
+};
+} // namespace
+
+static void compositions(int64_t total, int64_t parts,
+                         std::vector<int64_t> &cur,
+                         const std::function<void()> &visit) {
+  if (parts == 1) {
+    cur.push_back(total);
+    visit();
+    cur.pop_back();
+    return;
+  }
+  for (int64_t k = 1; k <= total - (parts - 1); ++k) {
+    cur.push_back(k);
+    compositions(total - k, parts - 1, cur, visit);
+    cur.pop_back();
+  }
+}
+
+static BruteResult bruteForce(const ModelDesc &m, const ClusterSpec &c,
+                              int64_t G) {
+  AnalyticalCostModel cm(m, c);
+  BruteResult r;
+  int64_t N = c.numDevices(), L = m.layers;
+  std::vector<std::array<Axis, 3>> orders = {
+      {Axis::TP, Axis::DP, Axis::PP}, {Axis::TP, Axis::PP, Axis::DP},
+      {Axis::DP, Axis::TP, Axis::PP}, {Axis::DP, Axis::PP, Axis::TP},
+      {Axis::PP, Axis::TP, Axis::DP}, {Axis::PP, Axis::DP, Axis::TP}};
+  for (int64_t tp = 1; tp <= N; ++tp)
+    for (int64_t pp = 1; pp <= N; ++pp) {
+      if (N % (tp * pp) || m.heads % tp || m.ffnHidden % tp || pp > L)
+        continue;
+      int64_t dp = N / (tp * pp);
+      if (G % dp)
+        continue;
+      for (auto &order : orders)
+        for (int64_t mb = 1; mb <= G / dp; ++mb) {
+          if ((G / dp) % mb)
+            continue;
+          int64_t nmb = G / dp / mb;
+          for (Schedule s :
+               {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
+            for (int64_t v = 1; v <= L; ++v) {
+              if ((s == Schedule::Interleaved) != (v > 1))
+                continue;
+              if (s != Schedule::OneFOneB && pp == 1)
+                continue;
+              if (v > 1 && (L % (pp * v) || nmb % pp))
+                continue;
+              for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
+                for (Recompute rc :
+                     {Recompute::None, Recompute::Selective, Recompute::Full})
+                  for (bool sp : {false, true}) {
+                    if (sp && tp == 1)
+                      continue;
+                    Plan p;
+                    p.dp = dp, p.tp = tp, p.pp = pp, p.vpp = v;
+                    p.axisOrder = order, p.microBatch = mb;
+                    p.numMicrobatches = nmb, p.schedule = s, p.zero = zero;
+                    p.recompute = rc, p.sp = sp;
+                    auto consider = [&](const std::vector<int64_t> &layers) {
+                      p.stageLayers = layers;
+                      Estimate e = cm.estimate(p);
+                      if (!e.fits)
+                        return;
+                      ++r.feasible;
+                      if (e.stepTimeS < r.best) {
+                        r.best = e.stepTimeS;
+                        r.plan = p;
+                      }
+                    };
+                    if (v > 1) {
+                      consider(std::vector<int64_t>(pp * v, L / (pp * v)));
+                    } else {
+                      std::vector<int64_t> cur;
+                      compositions(L, pp, cur, [&] { consider(cur); });
+                    }
+                  }
+            }
+        }
+    }
+  return r;
+}
+
+static void expectSearchMatchesBruteForce(const ModelDesc &m,
+                                          const ClusterSpec &c, int64_t G) {
+  BruteResult brute = bruteForce(m, c, G);
+  SearchOptions o;
+  o.globalBatch = G;
+  o.topK = 3;
+  o.diagnoseInfeasible = false;
+  PlanResult r = searchPlans(m, c, o);
+  if (brute.feasible == 0) {
+    EXPECT_FALSE(r.ok);
+    return;
+  }
+  ASSERT_TRUE(r.ok) << r.error;
+  double found = r.plans[0].estimate.stepTimeS;
+  EXPECT_NEAR(found / brute.best, 1.0, 1e-9)
+      << "search: " << r.plans[0].plan.summary() << " " << found
+      << "\nbrute:  " << brute.plan.summary() << " " << brute.best;
+  EXPECT_TRUE(r.plans[0].estimate.fits);
+  for (size_t i = 1; i < r.plans.size(); ++i)
+    EXPECT_GE(r.plans[i].estimate.stepTimeS, found * (1 - 1e-12));
+}
+
+/// The memory the best unconstrained plan needs, to set limits that bind.
+static double bestPlanMemory(const ModelDesc &m, const ClusterSpec &c,
+                             int64_t G) {
+  SearchOptions o;
+  o.globalBatch = G;
+  PlanResult r = searchPlans(m, c, o);
+  return r.ok ? r.plans[0].estimate.memory.total() : 0;
+}
+
+TEST(Search, ExactAgainstBruteForceWithAmpleMemory) {
+  ModelDesc m = gpt(512, 8, 6, 512, 8192);
+  expectSearchMatchesBruteForce(m, preset("dgx-a100:1"), 16);
+  ModelDesc small = gpt(256, 4, 5, 256, 4096);
+  expectSearchMatchesBruteForce(small, ideal(2, 2), 8);
+  // An expensive head (large vocabulary) makes uneven stages optimal.
+  ModelDesc bigHead = gpt(256, 4, 7, 256, 120000);
+  expectSearchMatchesBruteForce(bigHead, ideal(2, 2), 8);
+}
+
+TEST(Search, ExactAgainstBruteForceWhenMemoryBinds) {
+  ModelDesc m = gpt(1024, 8, 6, 1024, 16384);
+  ClusterSpec c = ideal(2, 2, 1e12);
+  double need = bestPlanMemory(m, c, 16);
+  ASSERT_GT(need, 0);
+  // Tighter and tighter: the optimum moves to leaner plans, then to uneven
+  // stage assignments, then nothing fits.
+  for (double f : {0.9, 0.6, 0.4, 0.25, 0.1, 0.02}) {
+    c.device.memoryBytes = need * f;
+    SCOPED_TRACE("memory fraction " + std::to_string(f));
+    expectSearchMatchesBruteForce(m, c, 16);
+  }
+}
+
+TEST(Search, UnevenAssignmentBalancesTheHead) {
+  // A large vocabulary makes the last stage's head expensive, so the best
+  // 1F1B assignment gives that stage fewer layers.
+  ModelDesc m = gpt(512, 8, 12, 512, 200000);
+  SearchOptions o;
+  o.globalBatch = 8;
+  Pins pins;
+  std::string err;
+  ASSERT_TRUE(parsePin("pp=4", pins, err));
+  ASSERT_TRUE(parsePin("schedule=1f1b", pins, err));
+  o.pins = pins;
+  PlanResult r = searchPlans(m, ideal(4, 1), o);
+  ASSERT_TRUE(r.ok) << r.error;
+  const std::vector<int64_t> &layers = r.plans[0].plan.stageLayers;
+  ASSERT_EQ(layers.size(), 4u);
+  EXPECT_LT(layers.back(), layers[1]);
+  int64_t sum = 0;
+  for (int64_t n : layers)
+    sum += n;
+  EXPECT_EQ(sum, 12);
+}
+
+TEST(Search, PinsAreHonouredAndReported) {
+  ModelDesc m = gpt(1024, 16, 8, 1024, 32000);
+  ClusterSpec c = preset("dgx-a100:2");
+  SearchOptions o;
+  o.globalBatch = 64;
+  std::string err;
+  for (const char *pin : {"tp=4", "zero=1", "recompute=selective", "sp=true",
+                          "placement=tp,dp,pp"})
+    ASSERT_TRUE(parsePin(pin, o.pins, err)) << err;
+  PlanResult r = searchPlans(m, c, o);
+  ASSERT_TRUE(r.ok) << r.error;
+  for (const RankedPlan &rp : r.plans) {
+    EXPECT_EQ(rp.plan.tp, 4);
+    EXPECT_EQ(rp.plan.zero, 1);
+    EXPECT_EQ(rp.plan.recompute, Recompute::Selective);
+    EXPECT_TRUE(rp.plan.sp);
+  }
+  ASSERT_GE(r.plans.size(), 2u);
+  EXPECT_EQ(r.plans[1].whySlower.rfind("+", 0), 0u) << r.plans[1].whySlower;
+}
+
+TEST(Search, BadPinsAreClearErrors) {
+  ModelDesc m = gpt(1024, 16, 8, 1024, 32000);
+  ClusterSpec c = preset("dgx-a100:1");
+  auto run = [&](std::vector<std::string> pins, int64_t G = 64) {
+    SearchOptions o;
+    o.globalBatch = G;
+    std::string err;
+    for (auto &p : pins)
+      if (!parsePin(p, o.pins, err))
+        return err;
+    return searchPlans(m, c, o).error;
+  };
+  EXPECT_NE(run({"tp=3"}).find("does not divide the cluster's 8 devices"),
+            std::string::npos);
+  EXPECT_NE(run({"dp=2", "tp=2", "pp=4"}).find("dp*tp*pp = 16"),
+            std::string::npos);
+  EXPECT_NE(run({"pp=16"}).find("does not divide"), std::string::npos);
+  EXPECT_NE(run({"dp=8"}, 12).find("global batch 12"), std::string::npos);
+  EXPECT_NE(run({"vpp=2", "schedule=1f1b"}).find("interleaved"),
+            std::string::npos);
+  EXPECT_NE(run({"colour=blue"}).find("unknown plan field 'colour'"),
+            std::string::npos);
+  EXPECT_NE(run({"zero=4"}).find("zero must be an integer in [0, 3]"),
+            std::string::npos);
+  EXPECT_NE(run({"schedule=zigzag"}).find("gpipe, 1f1b or interleaved"),
+            std::string::npos);
+}
+
+TEST(Search, InfeasibleJobSaysWhyAndWhatFits) {
+  ModelDesc m = gpt(12288, 96, 16);
+  ClusterSpec c = preset("dgx-a100:1");
+  c.device.memoryBytes = 40.0 * (1 << 30);
+  SearchOptions o;
+  o.globalBatch = 8;
+  PlanResult r = searchPlans(m, c, o);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("per device, has 40.0 GiB"), std::string::npos)
+      << r.error;
+  EXPECT_NE(r.error.find("smallest change that fits: use 16 devices"),
+            std::string::npos)
+      << r.error;
+
+  // A pinned plan that cannot fit names the pin to drop.
+  std::string err;
+  ASSERT_TRUE(parsePin("dp=16", o.pins, err));
+  ASSERT_TRUE(parsePin("zero=0", o.pins, err));
+  c.device.memoryBytes = 80.0 * (1 << 30);
+  c.levels.back().size = 2; // 16 devices
+  o.globalBatch = 16;
+  r = searchPlans(m, c, o);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("smallest change that fits: drop --pin "),
+            std::string::npos)
+      << r.error;
+}
