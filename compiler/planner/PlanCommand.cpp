@@ -62,6 +62,8 @@ struct PlanCliOptions {
   PlanRequest request;
   bool json = false;
   std::string tracePath;
+  std::string irPath;
+  PlanIrEmitter emitIr;
 };
 } // namespace
 
@@ -92,6 +94,14 @@ static void runPlan(const PlanCliOptions &o) {
     if (!out)
       fail("--trace " + o.tracePath + ": cannot write the file");
   }
+  if (!o.irPath.empty()) {
+    std::string error;
+    if (!o.emitIr(o.request.modelPath, r.plans[0].plan, o.irPath, error))
+      fail("--emit-ir " + o.irPath + ": " + error);
+    // The IR went to standard output: keep the report off it.
+    if (o.irPath == "-")
+      return;
+  }
   if (o.json)
     std::cout << planResultToJson(r, o.request.modelPath, cluster.name,
                                   cluster.numDevices())
@@ -100,8 +110,9 @@ static void runPlan(const PlanCliOptions &o) {
     std::cout << formatPlanReport(r, model, cluster);
 }
 
-void addPlanSubcommand(CLI::App &app) {
+void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
   auto opts = std::make_shared<PlanCliOptions>();
+  opts->emitIr = std::move(emitIr);
   CLI::App *plan = app.add_subcommand(
       "plan", "Choose how to parallelise training of MODEL.yaml on a cluster");
   plan->add_option("model", opts->request.modelPath, "model spec (YAML)")
@@ -126,6 +137,10 @@ void addPlanSubcommand(CLI::App &app) {
                  "(docs/plan-json.md)");
   plan->add_option("--trace", opts->tracePath,
                    "write the simulated step as Chrome trace JSON");
+  if (opts->emitIr)
+    plan->add_option("--emit-ir", opts->irPath,
+                     "write the model's IR with the plan attached as "
+                     "`strata.plan` (- for standard output)");
   plan->callback([opts] { runPlan(*opts); });
 }
 

@@ -15,6 +15,7 @@
 #include "compiler/planner/ModelDesc.h"
 #include "compiler/planner/Plan.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,18 @@ struct PlanRequest {
 PlanResult planFromFiles(const PlanRequest &request, ModelDesc *model = nullptr,
                          ClusterSpec *cluster = nullptr);
 
+/// Writes the model's IR with the chosen plan attached (`--emit-ir`). The
+/// driver provides it, which keeps this library free of MLIR. Returns false
+/// and sets `error` on failure.
+using PlanIrEmitter = std::function<bool(const std::string &modelPath,
+                                         const Plan &plan,
+                                         const std::string &outPath,
+                                         std::string &error)>;
+
 /// Registers `plan MODEL.yaml --cluster C [--global-batch N] [--pin k=v]...
-/// [--top K] [--json] [--trace FILE]`.
-void addPlanSubcommand(CLI::App &app);
+/// [--top K] [--json] [--trace FILE] [--emit-ir FILE]` (the last only when
+/// `emitIr` is given).
+void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr = nullptr);
 
 } // namespace strata::planner
 

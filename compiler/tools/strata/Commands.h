@@ -3,8 +3,14 @@
 #ifndef STRATA_COMPILER_TOOLS_STRATA_COMMANDS_H
 #define STRATA_COMPILER_TOOLS_STRATA_COMMANDS_H
 
+#include <string>
+
 namespace CLI {
 class App;
+}
+
+namespace strata::planner {
+struct Plan;
 }
 
 namespace strata {
@@ -12,6 +18,9 @@ namespace strata {
 void addImportSubcommand(CLI::App &app);
 /// `strata compile MODEL.yaml --cluster local:N -o BIN`.
 void addCompileSubcommand(CLI::App &app);
+/// `strata plan --emit-ir`: the model's IR with `plan` attached.
+bool emitPlannedIr(const std::string &modelPath, const planner::Plan &plan,
+                   const std::string &outPath, std::string &error);
 } // namespace strata
 
 #endif // STRATA_COMPILER_TOOLS_STRATA_COMMANDS_H

@@ -8,9 +8,7 @@
 
 #include "compiler/tools/strata/Commands.h"
 
-#ifdef STRATA_HAVE_PLANNER
 #include "compiler/planner/PlanCommand.h"
-#endif
 
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -25,9 +23,7 @@ int main(int argc, char **argv) {
   app.set_help_all_flag("--help-all", "Help for every command");
   strata::addImportSubcommand(app);
   strata::addCompileSubcommand(app);
-#ifdef STRATA_HAVE_PLANNER
-  strata::planner::addPlanSubcommand(app);
-#endif
+  strata::planner::addPlanSubcommand(app, strata::emitPlannedIr);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError &e) {
