@@ -327,7 +327,8 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             auto table = cast<RankedTensorType>(e.getTable().getType());
             emit(rtf::Opcode::EmbeddingFwd,
                  {operand(e.getIds()), operand(e.getTable()), o},
-                 {table.getDimSize(0), table.getDimSize(1), 0});
+                 {table.getDimSize(0), table.getDimSize(1),
+                  int64_t(e.getRowStart())});
             return success();
           })
           .Case([&](EmbeddingGradOp e) -> LogicalResult {
@@ -336,7 +337,8 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             auto table = cast<RankedTensorType>(e.getType());
             emit(rtf::Opcode::EmbeddingBwd,
                  {operand(e.getIds()), operand(e.getGrad()), o},
-                 {table.getDimSize(0), table.getDimSize(1), 0});
+                 {table.getDimSize(0), table.getDimSize(1),
+                  int64_t(e.getRowStart())});
             return success();
           })
           .Case([&](MatmulOp m) { return lowerMatmul(m); })

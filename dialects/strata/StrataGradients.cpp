@@ -47,7 +47,8 @@ LogicalResult EmbeddingOp::buildGradients(OpBuilder &b,
                                           ArrayRef<Value> resultGrads,
                                           SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<EmbeddingGradOp>(getLoc(), getTable().getType(),
-                                            resultGrads[0], getIds()));
+                                            resultGrads[0], getIds(),
+                                            getRowStartAttr()));
   grads.push_back(nullptr);
   return success();
 }
@@ -199,5 +200,69 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b,
   grads.push_back(b.create<CrossEntropyGradOp>(getLoc(), getLogits(),
                                                getTargets(), resultGrads[0]));
   grads.push_back(nullptr);
+  return success();
+}
+
+LogicalResult AllReduceOp::buildGradients(OpBuilder &,
+                                          ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &grads) {
+  // The sum is replicated: every member's loss term sees the same value, so
+  // the gradient of its contribution is the replicated result gradient.
+  grads.push_back(resultGrads[0]);
+  return success();
+}
+
+LogicalResult ReplicateOp::buildGradients(OpBuilder &b,
+                                          ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &grads) {
+  grads.push_back(
+      b.create<AllReduceOp>(getLoc(), resultGrads[0], getGroupAttr()));
+  return success();
+}
+
+LogicalResult AllGatherOp::buildGradients(OpBuilder &b,
+                                          ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &grads) {
+  if (getReplicated())
+    grads.push_back(b.create<TakeSliceOp>(getLoc(), resultGrads[0],
+                                          getGroupAttr(), getAxisAttr(),
+                                          getSizeAttr()));
+  else
+    grads.push_back(b.create<ReduceScatterOp>(getLoc(), resultGrads[0],
+                                              getGroupAttr(), getAxisAttr(),
+                                              getSizeAttr()));
+  return success();
+}
+
+LogicalResult ReduceScatterOp::buildGradients(OpBuilder &b,
+                                              ArrayRef<Value> resultGrads,
+                                              SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<AllGatherOp>(getLoc(), resultGrads[0],
+                                        getGroupAttr(), getAxisAttr(),
+                                        getSizeAttr(), b.getBoolAttr(false)));
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      SmallVectorImpl<Value> &grads) {
+  auto in = rankedType(getInput());
+  int64_t axis = getNormalizedAxis();
+  int64_t before = getOffset(), after = in.getDimSize(axis) - before - getSize();
+  SmallVector<Value> parts;
+  auto zeros = [&](int64_t n) {
+    SmallVector<int64_t> shape(in.getShape());
+    shape[axis] = n;
+    return zerosLike(b, getLoc(), RankedTensorType::get(shape, in.getElementType()));
+  };
+  if (before > 0)
+    parts.push_back(zeros(before));
+  parts.push_back(resultGrads[0]);
+  if (after > 0)
+    parts.push_back(zeros(after));
+  grads.push_back(parts.size() == 1
+                      ? parts[0]
+                      : b.create<ConcatOp>(getLoc(), parts,
+                                           b.getI64IntegerAttr(axis))
+                            .getResult());
   return success();
 }

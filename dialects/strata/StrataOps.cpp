@@ -540,3 +540,82 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
   return success();
 }
 int64_t CrossEntropyGradOp::getFlops() { return 5 * numElements(getLogits()); }
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &results) {
+  results.push_back(operands[0].getType());
+  return success();
+}
+int64_t AllReduceOp::getFlops() { return numElements(getResult()); }
+
+LogicalResult ReplicateOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &results) {
+  results.push_back(operands[0].getType());
+  return success();
+}
+int64_t ReplicateOp::getFlops() { return 0; }
+
+/// Shared shape rule of the axis-changing collectives: the `axis` dimension
+/// is multiplied (gather) or divided (scatter, slice) by `size`.
+static LogicalResult inferAxisCollective(StringRef op,
+                                         std::optional<Location> loc,
+                                         Value input, int64_t axis,
+                                         int64_t size, bool grow,
+                                         SmallVectorImpl<Type> &results) {
+  auto in = rankedType(input);
+  FailureOr<int64_t> a = normaliseAxis(loc, op, axis, in.getRank());
+  if (failed(a))
+    return failure();
+  if (size < 1)
+    return emitOptionalError(loc, "'strata.", op, "' size must be >= 1");
+  SmallVector<int64_t> shape(in.getShape());
+  if (grow) {
+    shape[*a] *= size;
+  } else {
+    if (shape[*a] % size != 0)
+      return emitOptionalError(loc, "'strata.", op, "' dimension ", *a,
+                               " of size ", shape[*a],
+                               " does not divide into ", size, " parts");
+    shape[*a] /= size;
+  }
+  results.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult AllGatherOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  return inferAxisCollective("all_gather", loc, a.getInput(), a.getAxis(),
+                             a.getSize(), true, results);
+}
+int64_t AllGatherOp::getFlops() { return 0; }
+
+LogicalResult ReduceScatterOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  return inferAxisCollective("reduce_scatter", loc, a.getInput(), a.getAxis(),
+                             a.getSize(), false, results);
+}
+int64_t ReduceScatterOp::getFlops() { return numElements(getInput()); }
+
+LogicalResult TakeSliceOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  return inferAxisCollective("take_slice", loc, a.getInput(), a.getAxis(),
+                             a.getSize(), false, results);
+}
+int64_t TakeSliceOp::getFlops() { return 0; }

@@ -85,14 +85,18 @@ def Strata_InputOp : Strata_Op<"input", [Pure]> {
 def Strata_EmbeddingOp : Strata_ForwardOp<"embedding"> {
   let summary = "looks up rows of an embedding table";
   let description = [{
-    `result[i..., :] = table[ids[i...], :]`. The table is `[V, H]`, the ids
-    any-rank integers; the result has the ids' shape plus `H`.
+    `result[i..., :] = table[ids[i...] - row_start, :]`. The table is
+    `[V, H]`, the ids any-rank integers; the result has the ids' shape plus
+    `H`. Ids outside `[row_start, row_start + V)` give zero rows, so a table
+    sharded over the vocabulary (tensor parallelism) looks up its own rows
+    and an all-reduce completes the embedding.
 
     ```mlir
     %x = strata.embedding %wte, %tokens : (tensor<512x64xf32>, tensor<8x64xi32>) -> tensor<8x64x64xf32>
     ```
   }];
-  let arguments = (ins Strata_FloatTensor:$table, Strata_IdTensor:$ids);
+  let arguments = (ins Strata_FloatTensor:$table, Strata_IdTensor:$ids,
+                       DefaultValuedAttr<I64Attr, "0">:$row_start);
   let results = (outs Strata_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -351,11 +355,13 @@ def Strata_ConstantOp : Strata_Op<"constant", [Pure]> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
-def Strata_SliceOp : Strata_ShapeOp<"slice"> {
+def Strata_SliceOp : Strata_ForwardOp<"slice"> {
   let summary = "a contiguous range along one axis";
   let description = [{
     `result` is `input[..., offset : offset + size, ...]` along `axis`
-    (the gradient of `concat`).
+    (the gradient of `concat`; also drops the padding of a vocabulary padded
+    for tensor parallelism). Its gradient puts the result gradient back
+    between zeros.
 
     ```mlir
     %y = strata.slice %x {axis = 1 : i64, offset = 8 : i64, size = 8 : i64} : (tensor<4x16xf32>) -> tensor<4x8xf32>
@@ -385,13 +391,15 @@ def Strata_EmbeddingGradOp : Strata_Op<"embedding_grad", [Pure]> {
   let summary = "gradient of an embedding lookup with respect to the table";
   let description = [{
     Scatter-adds the rows of `grad` (`[..., H]`) into a zero `[V, H]` table at
-    rows `ids`; `V` comes from the result type.
+    rows `ids - row_start` (ids outside the table are skipped); `V` comes
+    from the result type.
 
     ```mlir
     %dwte = strata.embedding_grad %dx, %tokens : (tensor<8x64x64xf32>, tensor<8x64xi32>) -> tensor<512x64xf32>
     ```
   }];
-  let arguments = (ins Strata_FloatTensor:$grad, Strata_IdTensor:$ids);
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_IdTensor:$ids,
+                       DefaultValuedAttr<I64Attr, "0">:$row_start);
   let results = (outs Strata_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -548,6 +556,122 @@ def Strata_AdamWUpdateOp : Strata_Op<"adamw_update",
   }];
   let arguments = (ins StrAttr:$param, F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$eps, F64Attr:$weight_decay);
+  let assemblyFormat = "attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (SPMD): each rank holds its own value; `group` names the
+// process-group axis ("tp", "dp", "pp") the collective runs over. Gradient
+// rules follow Megatron-LM's conjugate pairs.
+//===----------------------------------------------------------------------===//
+
+def Strata_AllReduceOp : Strata_ForwardOp<"all_reduce"> {
+  let summary = "sums a tensor over a process group; result replicated";
+  let description = [{
+    Every member of `group` gets the sum of all members' `input`. The result
+    is replicated, so its gradient is the (replicated) result gradient:
+    identity in reverse mode (Megatron's `g` after a row-parallel matmul).
+
+    ```mlir
+    %y = strata.all_reduce %partial {group = "tp"} : (tensor<4x64x64xf32>) -> tensor<4x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, StrAttr:$group);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_ReplicateOp : Strata_ForwardOp<"replicate"> {
+  let summary = "identity forward, gradient summed over a process group";
+  let description = [{
+    Marks a replicated value entering a region where each member of `group`
+    computes a different part (a column-parallel matmul): the forward is the
+    identity and the gradient is all-reduced (Megatron's `f`).
+
+    ```mlir
+    %x2 = strata.replicate %x {group = "tp"} : (tensor<4x64x64xf32>) -> tensor<4x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, StrAttr:$group);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_AllGatherOp : Strata_ForwardOp<"all_gather"> {
+  let summary = "concatenates the members' tensors along an axis";
+  let description = [{
+    The result is the concatenation along `axis` of every member's `input`,
+    in group-rank order, and `size` is the group size. With `replicated`
+    (the consumers compute the same thing on every member, e.g. a loss over
+    gathered logits) the gradient is this member's slice of the result
+    gradient; otherwise (the consumers are partial, as in sequence
+    parallelism) it is the reduce-scatter of the result gradient.
+
+    ```mlir
+    %y = strata.all_gather %x {group = "tp", axis = 1 : i64, size = 2 : i64} : (tensor<4x32x64xf32>) -> tensor<4x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, StrAttr:$group, I64Attr:$axis,
+                       I64Attr:$size,
+                       DefaultValuedAttr<BoolAttr, "false">:$replicated);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_ReduceScatterOp : Strata_ForwardOp<"reduce_scatter"> {
+  let summary = "sums over a process group and keeps this member's slice";
+  let description = [{
+    Sums `input` over the members of `group` (of `size` members) and keeps
+    slice `group rank` along `axis`. Its gradient is the all-gather of the
+    result gradient (sequence parallelism's conjugate of all_gather).
+
+    ```mlir
+    %y = strata.reduce_scatter %x {group = "tp", axis = 1 : i64, size = 2 : i64} : (tensor<4x64x64xf32>) -> tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, StrAttr:$group, I64Attr:$axis,
+                       I64Attr:$size);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_TakeSliceOp : Strata_ShapeOp<"take_slice"> {
+  let summary = "this member's slice of a replicated tensor";
+  let description = [{
+    Slice `group rank` of `size` equal parts of `input` along `axis`: the
+    gradient of a replicated all_gather.
+
+    ```mlir
+    %y = strata.take_slice %x {group = "tp", axis = 1 : i64, size = 2 : i64} : (tensor<4x64x64xf32>) -> tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_AnyTensor:$input, StrAttr:$group, I64Attr:$axis,
+                       I64Attr:$size);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Data-parallel gradient reduction and ZeRO (in the training step)
+//===----------------------------------------------------------------------===//
+
+def Strata_GradientBucketOp : Strata_Op<"gradient_bucket",
+    [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "reduces a bucket of gradients over a process group";
+  let description = [{
+    Once the gradients of `params` are final for the step (after the last
+    micro-batch's last `accumulate_grad` of them), sums them over `group`:
+    all-reduce (`reduction = "all_reduce"`, ZeRO 0), or reduce-scatter so
+    that each member keeps only its shard (`"reduce_scatter"`, ZeRO >= 1).
+    The emitter starts it without blocking where it stands in the last
+    micro-batch and waits for it before the optimizer step, so it overlaps
+    the rest of the backward pass.
+
+    ```mlir
+    strata.gradient_bucket {group = "dp", params = ["h.1.mlp.c_proj.weight", "h.1.mlp.c_proj.bias"], reduction = "all_reduce"}
+    ```
+  }];
+  let arguments = (ins StrAttr:$group, StrArrayAttr:$params, StrAttr:$reduction);
   let assemblyFormat = "attr-dict";
 }
 
