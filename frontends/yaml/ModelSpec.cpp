@@ -329,7 +329,8 @@ bool readTraining(SpecReader &r, const YamlNode *node, TrainingSpec &t) {
 
 std::optional<ModelSpec> loadFromDocument(SpecReader &r,
                                           const YamlDocument &doc,
-                                          std::vector<Diagnostic> &diags) {
+                                          std::vector<Diagnostic> &diags,
+                                          const LoadOptions &options) {
   const YamlNode *root = doc.root;
   if (!root || root->isNull()) {
     r.error(SourceLoc{r.path, 1, 1},
@@ -348,7 +349,8 @@ std::optional<ModelSpec> loadFromDocument(SpecReader &r,
   spec.path = r.path;
   if (const YamlNode *training = top.find("training"))
     readTraining(r, training, spec.training);
-  spec.batch = spec.training.microBatch.value_or(spec.training.globalBatch);
+  spec.batch = options.batch.value_or(
+      spec.training.microBatch.value_or(spec.training.globalBatch));
 
   const YamlNode *modelNode = top.find("model");
   if (!modelNode) {
@@ -398,7 +400,8 @@ std::optional<ModelSpec> loadFromDocument(SpecReader &r,
 
 std::optional<ModelSpec> loadModelSpec(const std::string &path,
                                        std::vector<Diagnostic> &diags,
-                                       const std::string *contents) {
+                                       const std::string *contents,
+                                       const LoadOptions &options) {
   try {
     std::string text;
     if (contents) {
@@ -417,7 +420,7 @@ std::optional<ModelSpec> loadModelSpec(const std::string &path,
     if (!doc)
       return std::nullopt;
     SpecReader reader(path, diags);
-    return loadFromDocument(reader, *doc, diags);
+    return loadFromDocument(reader, *doc, diags, options);
   } catch (const std::bad_alloc &) {
     diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
                                "out of memory while loading the model spec"});

@@ -165,12 +165,20 @@ struct ModelSpec {
 /// spec have at most 2^62 elements, so this never overflows for them.
 int64_t numElements(const std::vector<int64_t> &shape);
 
+/// How to build the graph, beyond what the spec says.
+struct LoadOptions {
+  /// Build the graph for this many sequences instead of the spec's
+  /// micro_batch (or global_batch): a data-parallel replica's micro-batch.
+  std::optional<int64_t> batch;
+};
+
 /// Parses and validates the spec at `path` (or, if `contents` is given, that
 /// text, reported as `path`). On failure returns nullopt and appends at least
 /// one located diagnostic to `diags`. Never throws, aborts or crashes.
 std::optional<ModelSpec> loadModelSpec(const std::string &path,
                                        std::vector<Diagnostic> &diags,
-                                       const std::string *contents = nullptr);
+                                       const std::string *contents = nullptr,
+                                       const LoadOptions &options = {});
 
 } // namespace strata::frontend
 

@@ -74,8 +74,26 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
     Location lossLoc = loss.getLoc();
     grads[loss] = b.create<ConstantOp>(lossLoc, loss.getType(),
                                        b.getF64FloatAttr(scale));
-    SmallVector<std::pair<ParamOp, Value>> paramGrads;
+    // A parameter's gradient is final once its earliest use (in forward
+    // order) has been differentiated; it is handed to the training state
+    // right then, so that data-parallel reduction can start while the rest
+    // of the backward pass runs.
+    llvm::DenseMap<Value, unsigned> pendingUses;
+    for (Operation *op : forwardOps)
+      if (auto param = dyn_cast<ParamOp>(op))
+        pendingUses[param] = llvm::range_size(param->getUses());
+    auto release = [&](Operation *user) {
+      for (Value operand : user->getOperands()) {
+        auto param = operand.getDefiningOp<ParamOp>();
+        if (!param || --pendingUses[operand] != 0)
+          continue;
+        if (Value g = grads.lookup(operand))
+          b.create<AccumulateGradOp>(param.getLoc(), g, param.getName());
+      }
+    };
     for (Operation *op : llvm::reverse(forwardOps)) {
+      if (isa<ParamOp, InputOp>(op))
+        continue;
       SmallVector<Value> resultGrads;
       bool reached = false;
       for (Value r : op->getResults()) {
@@ -83,34 +101,26 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
         reached |= static_cast<bool>(g);
         resultGrads.push_back(g);
       }
-      if (!reached)
-        continue;
-      if (auto param = dyn_cast<ParamOp>(op)) {
-        paramGrads.push_back({param, resultGrads[0]});
-        continue;
+      if (reached) {
+        auto diff = dyn_cast<DifferentiableOpInterface>(op);
+        if (!diff) {
+          op->emitError("has no gradient rule (DifferentiableOpInterface)");
+          return signalPassFailure();
+        }
+        // Ops whose results get only partial gradients (split) handle
+        // nulls themselves; the others have a single result.
+        SmallVector<Value> operandGrads;
+        if (failed(diff.buildGradients(b, resultGrads, operandGrads)))
+          return signalPassFailure();
+        for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+          if (!g)
+            continue;
+          Value &acc = grads[operand];
+          acc = acc ? b.create<AddOp>(op->getLoc(), acc, g).getResult() : g;
+        }
       }
-      if (isa<InputOp>(op))
-        continue;
-      auto diff = dyn_cast<DifferentiableOpInterface>(op);
-      if (!diff) {
-        op->emitError("has no gradient rule (DifferentiableOpInterface)");
-        return signalPassFailure();
-      }
-      // Ops whose results get only partial gradients (split) handle nulls
-      // themselves; the others have a single result.
-      SmallVector<Value> operandGrads;
-      if (failed(diff.buildGradients(b, resultGrads, operandGrads)))
-        return signalPassFailure();
-      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
-        if (!g)
-          continue;
-        Value &acc = grads[operand];
-        acc = acc ? b.create<AddOp>(op->getLoc(), acc, g).getResult() : g;
-      }
+      release(op);
     }
-    // Parameters in declaration order, so programs list them stably.
-    for (auto &[param, g] : llvm::reverse(paramGrads))
-      b.create<AccumulateGradOp>(param.getLoc(), g, param.getName());
     b.create<func::ReturnOp>(forward.getLoc(), loss);
     forward.erase();
   }

@@ -26,18 +26,20 @@ module attributes {strata.training = {global_batch = 8 : i64, micro_batch = 2 : 
     // CHECK: %[[SEED:.*]] = strata.constant {value = 2.500000e-01 : f64} : tensor<f32>
     // SCALE: strata.constant {value = 5.000000e-01 : f64} : tensor<f32>
     // CHECK: %[[DL:.*]] = strata.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SEED]]
+    // Each parameter's gradient goes to the training state as soon as it is
+    // final, in reverse order of use.
     // CHECK: %[[DB:.*]] = strata.bias_grad %[[DL]]
+    // CHECK-NEXT: strata.accumulate_grad %[[DB]] {param = "head.bias"}
     // dX = dY W^T
     // CHECK: %[[DX:.*]] = strata.matmul %[[DL]], %[[W]] {transpose_b = true}
     // dW sums over the batch: flatten the rows, then X^T dY.
     // CHECK: %[[XF:.*]] = strata.reshape %[[X]] : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
     // CHECK: %[[DYF:.*]] = strata.reshape %[[DL]] : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
     // CHECK: %[[DW:.*]] = strata.matmul %[[XF]], %[[DYF]] {transpose_a = true} : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+    // CHECK-NEXT: strata.accumulate_grad %[[DW]] {param = "head.weight"}
     // CHECK: %[[DE:.*]] = strata.embedding_grad %[[DX]], %[[TOK]] : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
-    // CHECK: strata.accumulate_grad %[[DE]] {param = "embed.weight"}
-    // CHECK: strata.accumulate_grad %[[DW]] {param = "head.weight"}
-    // CHECK: strata.accumulate_grad %[[DB]] {param = "head.bias"}
-    // CHECK: return %[[LOSS]]
+    // CHECK-NEXT: strata.accumulate_grad %[[DE]] {param = "embed.weight"}
+    // CHECK-NEXT: return %[[LOSS]]
     return %loss : tensor<f32>
   }
 }
