@@ -43,4 +43,28 @@ def StrataBuildOptimizer : Pass<"strata-build-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::StrataDialect"];
 }
 
+def StrataInsertGradientReduction
+    : Pass<"strata-insert-gradient-reduction", "mlir::ModuleOp"> {
+  let summary = "Buckets parameter gradients for data-parallel reduction";
+  let description = [{
+    Groups the parameters of @train_microbatch into buckets of about
+    `bucket-bytes` of gradients, in the order their gradients become final
+    (reverse layer order), and inserts a `strata.gradient_bucket` right after
+    the last `strata.accumulate_grad` of each bucket: an all-reduce over the
+    data-parallel group for ZeRO stage 0, a reduce-scatter for stages 1-3
+    (the optimizer then updates only this replica's shard). Placing the
+    reduction there lets it run while the rest of the backward pass
+    computes. Parameters marked `strata.grad_group` (already reduced over
+    another group) are bucketed the same way.
+  }];
+  let options = [
+    Option<"group", "group", "std::string", "\"dp\"",
+           "Process-group axis the gradients are reduced over">,
+    Option<"zero", "zero", "int", "0", "ZeRO stage (0-3)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "25 << 20",
+           "Target gradient bytes per bucket">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
 #endif // STRATA_PASSES_TD
