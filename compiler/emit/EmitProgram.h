@@ -1,9 +1,10 @@
 //===- EmitProgram.h - Training-step IR -> runtime program ------*- C++ -*-===//
 //
 // Lowers a module holding @train_microbatch (strata-autodiff) and
-// @optimizer_step (strata-build-optimizer) to one rank's runtime program:
-// every value becomes a buffer at a statically planned arena offset, every op
-// one or a few runtime instructions.
+// @optimizer_step (strata-build-optimizer), possibly partitioned for one rank
+// of a parallel plan, to that rank's runtime program: every value becomes a
+// buffer at a statically planned arena offset, every op one or a few runtime
+// instructions, collectives name the rank's process groups.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,13 +14,31 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "runtime/format/Program.h"
 
+#include <map>
 #include <string>
+
+namespace strata::rt {
+class ProgramBuilder;
+}
 
 namespace strata {
 
-struct EmitOptions {
-  /// Free text stored in the program (the plan, for `BIN --help` and logs).
-  std::string planDescription;
+/// Where a rank sits in the plan, and the program-level indices of its
+/// process groups.
+struct ParallelContext {
+  int64_t rank = 0, worldSize = 1;
+  int64_t dp = 1, dpIndex = 0;
+  int64_t tp = 1, tpIndex = 0;
+  int zero = 0;
+  /// Group-table index of this rank's group per axis name used in the IR
+  /// ("dp", "tp") plus "world".
+  std::map<std::string, int64_t> groupIds;
+  int64_t groupRank(const std::string &axis) const {
+    return axis == "dp" ? dpIndex : axis == "tp" ? tpIndex : rank;
+  }
+  int64_t groupSize(const std::string &axis) const {
+    return axis == "dp" ? dp : axis == "tp" ? tp : worldSize;
+  }
 };
 
 struct EmitStats {
@@ -29,9 +48,23 @@ struct EmitStats {
   size_t numInstructions = 0;
 };
 
-/// Emits the program; on failure diagnostics were emitted on the IR.
+/// The program-wide settings read from the module: model metadata (from
+/// `strata.model`, the inputs and `strata.training`) and the optimizer (from
+/// @optimizer_step). `meta.worldSize` and `planDescription` are the caller's.
+mlir::LogicalResult readProgramConfig(mlir::ModuleOp module,
+                                      rt::ModelMeta &meta,
+                                      rt::TrainConfig &train);
+
+/// Emits one rank's program into `builder` (which knows the rank and the
+/// group table). On failure diagnostics were emitted on the IR.
+mlir::LogicalResult emitRankProgram(mlir::ModuleOp module,
+                                    const ParallelContext &parallel,
+                                    rt::ProgramBuilder &builder,
+                                    EmitStats *stats = nullptr);
+
+/// Single-rank convenience: config + one rank + verification.
 mlir::FailureOr<rt::Program> emitProgram(mlir::ModuleOp module,
-                                         const EmitOptions &options,
+                                         const std::string &planDescription,
                                          EmitStats *stats = nullptr);
 
 } // namespace strata

@@ -13,6 +13,7 @@
 #ifndef STRATA_RUNTIME_CORE_DEVICE_H
 #define STRATA_RUNTIME_CORE_DEVICE_H
 
+#include "runtime/core/Communicator.h"
 #include "runtime/format/Program.h"
 
 #include <cstdint>
@@ -20,10 +21,38 @@
 
 namespace strata::rt {
 
+/// What collective and load_batch kernels need from the executor: the
+/// rank's communicators, its request slots and its input rows. Abstract so
+/// that backends do not link the executor.
+class StepServices {
+public:
+  virtual ~StepServices() = default;
+  /// The communicator of program group `index` (the verifier guarantees
+  /// membership).
+  virtual Communicator &group(int64_t index) = 0;
+  /// Point-to-point transfers use the world, peers are global ranks.
+  virtual Communicator &world() = 0;
+  /// Parks a started request in `slot` (which must be free).
+  virtual void park(int64_t slot, std::unique_ptr<CommRequest> request) = 0;
+  /// Completes and frees the request in `slot`.
+  virtual void wait(int64_t slot) = 0;
+  /// Whether any slot holds an outstanding request.
+  virtual bool hasPending() const = 0;
+  /// Lets outstanding requests progress (MPI_Test); called between
+  /// instructions while any is pending.
+  virtual void progress() = 0;
+  /// Fills micro-batch `microbatch`'s rows of this rank (any pointer may be
+  /// null): token ids, next-token targets, positions 0 .. seqLen-1.
+  virtual void loadBatch(int64_t microbatch, int32_t *tokens,
+                         int32_t *targets, int32_t *positions) = 0;
+};
+
 /// Per-step values instructions read besides their operands.
 struct ExecContext {
   int64_t step = 0; ///< 0-based index of the current optimizer step.
   double lr = 0.0;  ///< Learning rate of this step (from the LR schedule).
+  /// Needed by collectives and load_batch only; null otherwise.
+  StepServices *services = nullptr;
 };
 
 class Device {

@@ -5,9 +5,15 @@
 //===----------------------------------------------------------------------===//
 //
 // One optimizer step i: step_begin once; for each micro-batch m, load rows
-// m*mb .. m*mb+mb-1 of the step's samples into the tokens/targets buffers and
-// run `microbatch`; then `update` with lr = learningRate(config, i). The
-// reported loss is the mean of the loss buffer over the micro-batches.
+// dataRowStart + m*mb .. +mb-1 of the step's samples into the tokens/targets
+// buffers and run `microbatch` (`last_microbatch` for the final one when the
+// program has it); then `update` with lr = learningRate(config, i). A
+// program with a `schedule` sequence runs it once instead of the micro-batch
+// loop and loads its inputs itself (load_batch). A loss rank's step loss is
+// the mean of its loss buffer over the micro-batches (read once after
+// `schedule`); the step ends with a world all-reduce so that every rank
+// reports the mean over the loss ranks, the global grad norm and the
+// slowest rank's step time.
 //
 // Everything a step reads besides the arena is a function of (seed, step),
 // so a checkpoint only needs parameters, optimizer state and the step count
@@ -31,20 +37,35 @@ namespace strata::rt {
 
 struct StepStats {
   int64_t step = 0; ///< 0-based index of the step just run.
-  double loss = 0.0;
+  double loss = 0.0; ///< Mean over the loss ranks (the same on every rank).
   double lr = 0.0;
   std::optional<double> gradNorm; ///< Before clipping; absent without one.
-  double seconds = 0.0;
-  int64_t tokens = 0; ///< Tokens this rank processed in the step.
+  double seconds = 0.0; ///< The slowest rank's step time.
+  int64_t tokens = 0;   ///< Tokens of the step over all ranks.
 };
+
+/// Whether `dir` is empty or holds a checkpoint (trainer.json or
+/// index.json), i.e. whether --save may replace it.
+bool isCheckpointDirectory(const std::string &dir);
 
 class Trainer {
 public:
+  /// `comms` is the job's communicator backend; rank must be its world rank
+  /// and its world size the program's. Without one, a single-rank
+  /// in-process backend is used (one-rank programs only). Creates one
+  /// communicator per process group (collective over the world: every rank
+  /// constructs its Trainer at the same point).
   Trainer(Program program, uint32_t rank, std::unique_ptr<Device> device,
-          uint64_t seed);
+          uint64_t seed, std::shared_ptr<CommBackend> comms = nullptr);
+  Trainer(Trainer &&) noexcept;
+  Trainer &operator=(Trainer &&) noexcept;
+  ~Trainer();
 
   const Program &program() const { return program_; }
   const RankProgram &rankProgram() const { return program_.ranks[rank_]; }
+  uint32_t rank() const { return rank_; }
+  uint32_t worldSize() const { return program_.meta.worldSize; }
+  bool isLossRank() const { return isLossRank_; }
   uint64_t seed() const { return seed_; }
   int64_t step() const { return step_; }
 
@@ -58,29 +79,52 @@ public:
   /// Runs the next step on `data`.
   StepStats runStep(const TokenData &data);
 
-  /// Writes DIR/model.safetensors, DIR/optimizer.safetensors and
-  /// DIR/trainer.json into a temporary sibling, then renames it into place;
-  /// an existing DIR is replaced only once the new one is complete.
+  /// One rank: writes DIR/model.safetensors (whole tensors in checkpoint
+  /// shape), DIR/optimizer.safetensors and DIR/trainer.json. Several ranks
+  /// (collective): DIR/rank-XXXXX.safetensors per rank plus DIR/index.json
+  /// (docs/runtime.md). Either way into a temporary sibling that is renamed
+  /// into place; an existing DIR is replaced only once the new one is
+  /// complete on every rank.
   void saveCheckpoint(const std::string &dir) const;
-  /// Restores parameters, optimizer state, step and seed.
+  /// Restores parameters, optimizer state, step and seed. A multi-rank
+  /// checkpoint must come from the same plan (world size and layout).
   void loadCheckpoint(const std::string &dir);
 
   std::vector<float> readF32(uint32_t buffer) const;
   void writeF32(uint32_t buffer, const std::vector<float> &values);
 
+  /// Reads or writes any f32/f64/i32 buffer's bytes (tests).
+  void download(uint32_t buffer, void *dst) const;
+  void upload(uint32_t buffer, const void *src);
+
+  /// The checkpoint owner of a parameter's value box (or, with `state`, of
+  /// its optimizer-state range) on `rank`: the lowest rank holding the same.
+  uint32_t valueOwner(uint32_t rank, const ParamDesc &param) const;
+  uint32_t stateOwner(uint32_t rank, const ParamDesc &param) const;
+
 private:
+  class Services;
   void checkWeightsFile(const class SafeTensorsFile &file,
                         const std::vector<std::string> &expected) const;
-  void loadParamValue(const ParamDesc &param, std::vector<float> global,
+  void loadParamValue(const ParamDesc &param, const std::vector<float> &global,
                       const std::vector<int64_t> &fileShape,
                       const std::string &source);
+  void saveSingleRank(const std::string &dir) const;
+  void saveMultiRank(const std::string &dir) const;
+  void loadSingleRank(const std::string &dir);
+  void loadMultiRank(const std::string &dir);
+  /// A hash of every rank's parameter layout, to match checkpoints to plans.
+  std::string layoutFingerprint() const;
 
   Program program_;
   uint32_t rank_;
   std::unique_ptr<Device> device_;
   uint64_t seed_;
   int64_t step_ = 0;
-  std::vector<int32_t> tokenRows_, targetRows_;
+  bool isLossRank_ = false;
+  std::shared_ptr<CommBackend> comms_;
+  std::unique_ptr<Services> services_;
+  std::vector<int32_t> tokenRows_, targetRows_, positionRows_;
 };
 
 } // namespace strata::rt

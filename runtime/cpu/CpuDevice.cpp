@@ -10,8 +10,12 @@
 #include "runtime/format/OpSchema.h"
 #include "runtime/support/Error.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace strata::rt {
 
@@ -21,11 +25,70 @@ std::unique_ptr<Device> createCpuDevice() {
 
 namespace cpu {
 
+namespace {
+
+/// Rows of the profile: matmuls by shape (their cost differs by orders of
+/// magnitude and by layout), everything else by opcode.
+std::string profileKey(const Instruction &inst, double &flops) {
+  flops = 0;
+  if (inst.opcode != Opcode::Matmul)
+    return getOpSchema(inst.opcode).name;
+  const auto &a = inst.ints; // batch, m, n, k, transA, transB, broadcastB
+  flops = 2.0 * double(a[0]) * double(a[1]) * double(a[2]) * double(a[3]);
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "matmul %lldx[%lld,%lld,%lld]%s%s%s",
+                (long long)a[0], (long long)a[1], (long long)a[2],
+                (long long)a[3], a[4] ? " tA" : "", a[5] ? " tB" : "",
+                a[6] ? " bcastB" : "");
+  return buf;
+}
+
+} // namespace
+
 // Single-threaded unless asked otherwise (--threads): oneDNN would
 // otherwise spin up one OpenMP thread per core.
-CpuDevice::CpuDevice() { setNumThreads(1); }
+CpuDevice::CpuDevice() {
+  setNumThreads(1);
+  const char *env = std::getenv("STRATA_PROFILE");
+  profiling_ = env && *env && std::strcmp(env, "0") != 0;
+}
 
-CpuDevice::~CpuDevice() { std::free(arena_); }
+CpuDevice::~CpuDevice() {
+  if (profiling_)
+    printProfile();
+  std::free(arena_);
+}
+
+void CpuDevice::printProfile() const {
+  double total = 0;
+  for (const ProfileRow &row : profile_)
+    total += row.seconds;
+  if (total <= 0)
+    return;
+  std::vector<const ProfileRow *> rows;
+  for (const ProfileRow &row : profile_)
+    if (row.calls)
+      rows.push_back(&row);
+  std::sort(rows.begin(), rows.end(),
+            [](const ProfileRow *a, const ProfileRow *b) {
+              return a->seconds > b->seconds;
+            });
+  std::fprintf(stderr,
+               "strata: STRATA_PROFILE: time per instruction kind, all "
+               "sequences (%.3f s)\n%-44s %8s %10s %6s %9s %8s\n",
+               total, "instruction", "calls", "total_s", "%", "ms/call",
+               "GFLOP/s");
+  for (const ProfileRow *row : rows) {
+    std::fprintf(stderr, "%-44s %8lld %10.4f %6.2f %9.3f", row->key.c_str(),
+                 (long long)row->calls, row->seconds,
+                 100.0 * row->seconds / total,
+                 1e3 * row->seconds / double(row->calls));
+    if (row->flopsPerCall > 0)
+      std::fprintf(stderr, " %8.1f",
+                   row->flopsPerCall * double(row->calls) / row->seconds / 1e9);
+    std::fprintf(stderr, "\n");
+  }
+}
 
 void CpuDevice::setThreads(int threads) { setNumThreads(threads); }
 
@@ -44,6 +107,8 @@ void CpuDevice::prepare(const RankProgram &rank) {
          "-byte arena; the plan needs more memory than this machine has");
   std::memset(arena_, 0, rounded);
 
+  profile_.clear();
+  std::map<std::string, uint32_t> slotOf;
   for (int k = 0; k < kNumSequenceKinds; ++k) {
     auto &bound = sequences_[k];
     bound.clear();
@@ -52,13 +117,25 @@ void CpuDevice::prepare(const RankProgram &rank) {
       if (!kernel)
         fail("opcode ", getOpSchema(inst.opcode).name,
              " has no CPU kernel in this runtime");
-      BoundInstruction b{&inst, {}, {}};
+      BoundInstruction b{&inst, {}, {}, {}};
       for (uint32_t id : inst.operands) {
+        if (id == kNoBuffer) { // An optional operand given as none.
+          b.operands.push_back(nullptr);
+          b.elements.push_back(0);
+          b.dtypes.push_back(DType::F32);
+          continue;
+        }
         const BufferDesc &buf = rank.buffers[id];
         b.operands.push_back(arena_ + buf.offset);
         b.elements.push_back(buf.numElements());
+        b.dtypes.push_back(buf.dtype);
       }
-      bound.push_back({kernel, std::move(b)});
+      double flops = 0;
+      std::string key = profileKey(inst, flops);
+      auto [it, added] = slotOf.try_emplace(key, uint32_t(profile_.size()));
+      if (added)
+        profile_.push_back({key, flops, 0, 0.0});
+      bound.push_back({kernel, std::move(b), it->second});
     }
   }
 }
@@ -76,8 +153,24 @@ void CpuDevice::download(uint64_t offset, void *dst, uint64_t bytes) const {
 }
 
 void CpuDevice::run(SequenceKind kind, const ExecContext &ctx) {
-  for (const BoundStep &step : sequences_[static_cast<int>(kind)])
-    step.kernel(step.bound, ctx);
+  StepServices *services = ctx.services;
+  using Clock = std::chrono::steady_clock;
+  for (const BoundStep &step : sequences_[static_cast<int>(kind)]) {
+    if (profiling_) {
+      auto start = Clock::now();
+      step.kernel(step.bound, ctx);
+      ProfileRow &row = profile_[step.profileSlot];
+      row.seconds +=
+          std::chrono::duration<double>(Clock::now() - start).count();
+      ++row.calls;
+    } else {
+      step.kernel(step.bound, ctx);
+    }
+    // Outstanding non-blocking collectives only advance inside MPI calls
+    // (no progress thread), so poke them between kernels.
+    if (services && services->hasPending())
+      services->progress();
+  }
 }
 
 } // namespace cpu

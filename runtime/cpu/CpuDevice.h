@@ -9,6 +9,7 @@
 
 #include "runtime/core/Device.h"
 
+#include <string>
 #include <vector>
 
 namespace strata::rt::cpu {
@@ -18,6 +19,7 @@ struct BoundInstruction {
   const Instruction *inst;
   std::vector<void *> operands;
   std::vector<int64_t> elements; ///< Element count of each operand.
+  std::vector<DType> dtypes;     ///< Element type of each operand.
 
   float *f32(size_t i) const { return static_cast<float *>(operands[i]); }
   int32_t *i32(size_t i) const { return static_cast<int32_t *>(operands[i]); }
@@ -46,10 +48,22 @@ private:
   struct BoundStep {
     KernelFn kernel;
     BoundInstruction bound;
+    uint32_t profileSlot; ///< Row of profile_ this instruction adds to.
   };
+  /// One row of the STRATA_PROFILE=1 table: an opcode, or a matmul shape.
+  struct ProfileRow {
+    std::string key;
+    double flopsPerCall = 0; ///< Counted for matmuls only.
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  void printProfile() const;
+
   uint8_t *arena_ = nullptr;
   uint64_t arenaBytes_ = 0;
   std::vector<BoundStep> sequences_[kNumSequenceKinds];
+  bool profiling_ = false;
+  std::vector<ProfileRow> profile_;
 };
 
 } // namespace strata::rt::cpu

@@ -13,6 +13,8 @@
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/Kernels.h"
 
+#include "runtime/support/Error.h"
+
 #include <array>
 #include <cmath>
 
@@ -146,6 +148,74 @@ void runAdamWStep(const B &b, const C &ctx) {
             b.fattr(0), b.fattr(1), b.fattr(2), b.fattr(3), ctx.step + 1);
 }
 
+// Collectives hand the arena pointers straight to the communicator; the
+// verifier has checked group membership, sizes and slots.
+StepServices &services(const C &ctx) {
+  if (!ctx.services)
+    fail("internal error: a collective or load_batch ran without the "
+         "executor's services");
+  return *ctx.services;
+}
+ReduceOp reduceOp(int64_t op) { return op == 1 ? ReduceOp::Max : ReduceOp::Sum; }
+
+void runLoadBatch(const B &b, const C &ctx) {
+  services(ctx).loadBatch(b.attr(0), b.i32(0), b.i32(1), b.i32(2));
+}
+void runAllReduce(const B &b, const C &ctx) {
+  services(ctx).group(b.attr(0)).allReduce(b.operands[0], b.elements[0],
+                                           b.dtypes[0], reduceOp(b.attr(1)));
+}
+void runReduceScatter(const B &b, const C &ctx) {
+  services(ctx).group(b.attr(0)).reduceScatter(b.operands[0], b.operands[1],
+                                               b.elements[1], b.dtypes[0]);
+}
+void runAllGather(const B &b, const C &ctx) {
+  services(ctx).group(b.attr(0)).allGather(b.operands[0], b.operands[1],
+                                           b.elements[0], b.dtypes[0]);
+}
+void runSend(const B &b, const C &ctx) {
+  services(ctx).world().send(b.operands[0], b.elements[0], b.dtypes[0],
+                             int(b.attr(0)), int(b.attr(1)));
+}
+void runRecv(const B &b, const C &ctx) {
+  services(ctx).world().recv(b.operands[0], b.elements[0], b.dtypes[0],
+                             int(b.attr(0)), int(b.attr(1)));
+}
+void runBarrier(const B &b, const C &ctx) {
+  services(ctx).group(b.attr(0)).barrier();
+}
+void runAllReduceStart(const B &b, const C &ctx) {
+  StepServices &s = services(ctx);
+  s.park(b.attr(2), s.group(b.attr(0)).startAllReduce(
+                        b.operands[0], b.elements[0], b.dtypes[0],
+                        reduceOp(b.attr(1))));
+}
+void runReduceScatterStart(const B &b, const C &ctx) {
+  StepServices &s = services(ctx);
+  s.park(b.attr(1), s.group(b.attr(0)).startReduceScatter(
+                        b.operands[0], b.operands[1], b.elements[1],
+                        b.dtypes[0]));
+}
+void runAllGatherStart(const B &b, const C &ctx) {
+  StepServices &s = services(ctx);
+  s.park(b.attr(1),
+         s.group(b.attr(0)).startAllGather(b.operands[0], b.operands[1],
+                                           b.elements[0], b.dtypes[0]));
+}
+void runSendStart(const B &b, const C &ctx) {
+  StepServices &s = services(ctx);
+  s.park(b.attr(2),
+         s.world().startSend(b.operands[0], b.elements[0], b.dtypes[0],
+                             int(b.attr(0)), int(b.attr(1))));
+}
+void runRecvStart(const B &b, const C &ctx) {
+  StepServices &s = services(ctx);
+  s.park(b.attr(2),
+         s.world().startRecv(b.operands[0], b.elements[0], b.dtypes[0],
+                             int(b.attr(0)), int(b.attr(1))));
+}
+void runWait(const B &b, const C &ctx) { services(ctx).wait(b.attr(0)); }
+
 struct Entry {
   Opcode opcode;
   KernelFn kernel;
@@ -180,6 +250,19 @@ constexpr Entry kEntries[] = {
     {Opcode::ClipGrads, runClipGrads},
     {Opcode::SgdStep, runSgdStep},
     {Opcode::AdamWStep, runAdamWStep},
+    {Opcode::LoadBatch, runLoadBatch},
+    {Opcode::AllReduce, runAllReduce},
+    {Opcode::ReduceScatter, runReduceScatter},
+    {Opcode::AllGather, runAllGather},
+    {Opcode::Send, runSend},
+    {Opcode::Recv, runRecv},
+    {Opcode::Barrier, runBarrier},
+    {Opcode::AllReduceStart, runAllReduceStart},
+    {Opcode::ReduceScatterStart, runReduceScatterStart},
+    {Opcode::AllGatherStart, runAllGatherStart},
+    {Opcode::SendStart, runSendStart},
+    {Opcode::RecvStart, runRecvStart},
+    {Opcode::Wait, runWait},
 };
 
 std::array<KernelFn, 65536> buildTable() {

@@ -198,12 +198,149 @@ bool verifySliceInsert(VerifyContext &ctx) { return verifySlice(ctx, true); }
 
 bool verifyOptimizer(VerifyContext &ctx) { return verifySameSize(ctx); }
 
+/// Collectives hand element counts to MPI/NCCL as int.
+constexpr int64_t kMaxCommElements = (int64_t(1) << 31) - 1;
+
+bool needEnv(VerifyContext &ctx) {
+  if (ctx.env && ctx.env->meta && ctx.env->groups)
+    return true;
+  ctx.error = "needs the program's metadata and process groups to verify "
+              "(build it with a ProgramBuilder or verify the whole program)";
+  return false;
+}
+
+/// The group named by int attribute 0; the rank must be a member.
+const ProcessGroup *memberGroup(VerifyContext &ctx) {
+  if (!needEnv(ctx))
+    return nullptr;
+  const auto &groups = *ctx.env->groups;
+  int64_t g = ctx.inst.ints[0];
+  if (g < 0 || g >= int64_t(groups.size())) {
+    ctx.error = "group " + std::to_string(g) + " does not exist (the program "
+                "has " + std::to_string(groups.size()) + " process groups)";
+    return nullptr;
+  }
+  if (groups[g].indexOf(ctx.env->rank) < 0) {
+    ctx.error = "rank " + std::to_string(ctx.env->rank) +
+                " is not a member of group " + std::to_string(g) + " ('" +
+                groups[g].name + "')";
+    return nullptr;
+  }
+  return &groups[g];
+}
+
+bool expectSlot(VerifyContext &ctx) {
+  return ctx.expectIntRange(ctx.inst.ints.size() - 1, 0, kNumRequestSlots - 1);
+}
+
+bool expectCommSize(VerifyContext &ctx, size_t i) {
+  if (ctx.operands[i]->numElements() <= kMaxCommElements)
+    return true;
+  ctx.error = "operand '" + ctx.operands[i]->name + "' has more than 2^31-1 "
+              "elements; split the transfer";
+  return false;
+}
+
+bool expectSameDType(VerifyContext &ctx) {
+  if (ctx.operands[0]->dtype == ctx.operands[1]->dtype)
+    return true;
+  ctx.error = "operands '" + ctx.operands[0]->name + "' and '" +
+              ctx.operands[1]->name + "' must have the same dtype";
+  return false;
+}
+
+bool verifyAllReduce(VerifyContext &ctx) {
+  return memberGroup(ctx) && ctx.expectIntRange(1, 0, 1) &&
+         expectCommSize(ctx, 0) &&
+         (slotUse(ctx.inst) != SlotUse::Start || expectSlot(ctx));
+}
+
+/// reduce_scatter: in [groupSize * n], out [n]; all_gather the reverse.
+bool verifyScatterGather(VerifyContext &ctx, bool scatter) {
+  const ProcessGroup *group = memberGroup(ctx);
+  if (!group || !expectSameDType(ctx) || !expectCommSize(ctx, 0) ||
+      !expectCommSize(ctx, 1) ||
+      (slotUse(ctx.inst) == SlotUse::Start && !expectSlot(ctx)))
+    return false;
+  size_t whole = scatter ? 0 : 1, chunk = scatter ? 1 : 0;
+  int64_t n = ctx.operands[chunk]->numElements();
+  if (!ctx.expectElements(whole, n * int64_t(group->ranks.size())))
+    return false;
+  // all_gather may run in place (ZeRO: gather the updated slices back into
+  // the parameter): `in` is then exactly this rank's chunk of `out`.
+  const BufferDesc &in = *ctx.operands[0], &out = *ctx.operands[1];
+  bool overlap = in.offset < out.offset + out.byteSize() &&
+                 out.offset < in.offset + in.byteSize();
+  if (!scatter && overlap) {
+    uint64_t chunkOffset =
+        out.offset + uint64_t(group->indexOf(ctx.env->rank)) * in.byteSize();
+    if (in.offset != chunkOffset) {
+      ctx.error = "in-place all_gather needs 'in' to be exactly this rank's "
+                  "chunk (group rank " +
+                  std::to_string(group->indexOf(ctx.env->rank)) + ") of '" +
+                  out.name + "'";
+      return false;
+    }
+  }
+  return true;
+}
+bool verifyReduceScatter(VerifyContext &ctx) {
+  return verifyScatterGather(ctx, true);
+}
+bool verifyAllGather(VerifyContext &ctx) {
+  return verifyScatterGather(ctx, false);
+}
+
+bool verifyPointToPoint(VerifyContext &ctx) {
+  if (!needEnv(ctx))
+    return false;
+  int64_t world = ctx.env->meta->worldSize;
+  if (!ctx.expectIntRange(0, 0, world - 1) ||
+      !ctx.expectIntRange(1, 0, (1 << 20) - 1) || !expectCommSize(ctx, 0) ||
+      (slotUse(ctx.inst) == SlotUse::Start && !expectSlot(ctx)))
+    return false;
+  if (ctx.inst.ints[0] == int64_t(ctx.env->rank)) {
+    ctx.error = "peer " + std::to_string(ctx.inst.ints[0]) +
+                " is the rank itself; use copy";
+    return false;
+  }
+  return true;
+}
+
+bool verifyBarrier(VerifyContext &ctx) { return memberGroup(ctx) != nullptr; }
+
+bool verifyWait(VerifyContext &ctx) { return expectSlot(ctx); }
+
+/// load_batch: tokens, targets, positions, each i32 [microBatch, seqLen] or
+/// none; ints: micro-batch index.
+bool verifyLoadBatch(VerifyContext &ctx) {
+  if (!needEnv(ctx))
+    return false;
+  const ModelMeta &m = *ctx.env->meta;
+  if (!ctx.expectIntRange(0, 0, m.numMicrobatches - 1))
+    return false;
+  bool any = false;
+  for (size_t i = 0; i < ctx.operands.size(); ++i) {
+    if (!ctx.operands[i])
+      continue;
+    any = true;
+    if (!ctx.expectElements(i, m.microBatch * m.seqLen))
+      return false;
+  }
+  if (!any)
+    ctx.error = "load_batch needs at least one buffer to fill";
+  return any;
+}
+
 constexpr auto In = OperandRole::In;
 constexpr auto Out = OperandRole::Out;
 constexpr auto InOut = OperandRole::InOut;
 constexpr auto F32 = DType::F32;
 constexpr auto I32 = DType::I32;
 constexpr auto F64 = DType::F64;
+constexpr uint8_t Opt = kOperandOptional;
+constexpr uint8_t AnyFloat = kOperandAnyFloat;
+constexpr uint8_t AnyDType = kOperandAnyDType;
 
 std::vector<OpSchema> buildSchemas() {
   std::vector<OpSchema> s;
@@ -217,6 +354,7 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::Scale, "scale", {{"x", In, F32}, {"out", Out, F32}}, false, {}, false, {"alpha"}, true, verifySameSize});
   add({Opcode::Transpose, "transpose", {{"x", In, F32}, {"out", Out, F32}}, false, {"rank"}, true, {}, false, verifyTranspose});
   add({Opcode::SliceCopy, "slice_copy", {{"x", In, F32}, {"out", Out, F32}}, false, {"outer", "big", "small", "start", "inner"}, false, {}, false, verifySliceCopy});
+  add({Opcode::LoadBatch, "load_batch", {{"tokens", Out, I32, Opt}, {"targets", Out, I32, Opt}, {"positions", Out, I32, Opt}}, false, {"microbatch"}, false, {}, false, verifyLoadBatch});
   add({Opcode::SliceInsert, "slice_insert", {{"x", In, F32}, {"out", InOut, F32}}, false, {"outer", "big", "small", "start", "inner", "accumulate"}, false, {}, false, verifySliceInsert});
   add({Opcode::Matmul, "matmul", {{"a", In, F32}, {"b", In, F32}, {"c", InOut, F32}}, false, {"batch", "m", "n", "k", "trans_a", "trans_b", "broadcast_b"}, false, {"alpha", "beta"}, false, verifyMatmul});
   add({Opcode::EmbeddingFwd, "embedding_fwd", {{"ids", In, I32}, {"table", In, F32}, {"out", Out, F32}}, false, {"rows", "hidden", "row_start"}, false, {}, false, verifyEmbeddingFwd});
@@ -237,6 +375,18 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::ClipGrads, "clip_grads", {{"sumsq", In, F64}, {"grads", InOut, F32}}, true, {}, false, {"max_norm"}, false, verifyScalarFirst});
   add({Opcode::SgdStep, "sgd_step", {{"param", InOut, F32}, {"grad", In, F32}, {"momentum_buf", InOut, F32}}, false, {}, false, {"momentum", "weight_decay"}, false, verifyOptimizer});
   add({Opcode::AdamWStep, "adamw_step", {{"param", InOut, F32}, {"grad", In, F32}, {"exp_avg", InOut, F32}, {"exp_avg_sq", InOut, F32}}, false, {}, false, {"beta1", "beta2", "eps", "weight_decay"}, false, verifyOptimizer});
+  add({Opcode::AllReduce, "all_reduce", {{"buf", InOut, F32, AnyFloat}}, false, {"group", "op"}, false, {}, false, verifyAllReduce});
+  add({Opcode::ReduceScatter, "reduce_scatter", {{"in", In, F32, AnyFloat}, {"out", Out, F32, AnyFloat}}, false, {"group"}, false, {}, false, verifyReduceScatter});
+  add({Opcode::AllGather, "all_gather", {{"in", In, F32, AnyFloat}, {"out", Out, F32, AnyFloat}}, false, {"group"}, false, {}, false, verifyAllGather});
+  add({Opcode::Send, "send", {{"buf", In, F32, AnyDType}}, false, {"peer", "tag"}, false, {}, false, verifyPointToPoint});
+  add({Opcode::Recv, "recv", {{"buf", Out, F32, AnyDType}}, false, {"peer", "tag"}, false, {}, false, verifyPointToPoint});
+  add({Opcode::Barrier, "barrier", {}, false, {"group"}, false, {}, false, verifyBarrier});
+  add({Opcode::AllReduceStart, "all_reduce_start", {{"buf", InOut, F32, AnyFloat}}, false, {"group", "op", "slot"}, false, {}, false, verifyAllReduce});
+  add({Opcode::ReduceScatterStart, "reduce_scatter_start", {{"in", In, F32, AnyFloat}, {"out", Out, F32, AnyFloat}}, false, {"group", "slot"}, false, {}, false, verifyReduceScatter});
+  add({Opcode::AllGatherStart, "all_gather_start", {{"in", In, F32, AnyFloat}, {"out", Out, F32, AnyFloat}}, false, {"group", "slot"}, false, {}, false, verifyAllGather});
+  add({Opcode::SendStart, "send_start", {{"buf", In, F32, AnyDType}}, false, {"peer", "tag", "slot"}, false, {}, false, verifyPointToPoint});
+  add({Opcode::RecvStart, "recv_start", {{"buf", Out, F32, AnyDType}}, false, {"peer", "tag", "slot"}, false, {}, false, verifyPointToPoint});
+  add({Opcode::Wait, "wait", {}, false, {"slot"}, false, {}, false, verifyWait});
   // clang-format on
   return s;
 }
@@ -296,8 +446,35 @@ const OpSchema *lookupOpSchema(const std::string &name) {
   return nullptr;
 }
 
+SlotUse slotUse(const Instruction &inst, int64_t *slot) {
+  SlotUse use = SlotUse::None;
+  switch (inst.opcode) {
+  case Opcode::AllReduceStart:
+  case Opcode::ReduceScatterStart:
+  case Opcode::AllGatherStart:
+  case Opcode::SendStart:
+  case Opcode::RecvStart:
+    use = SlotUse::Start;
+    break;
+  case Opcode::Wait:
+    use = SlotUse::Wait;
+    break;
+  default:
+    return SlotUse::None;
+  }
+  if (slot)
+    *slot = inst.ints.empty() ? -1 : inst.ints.back();
+  return use;
+}
+
+bool isCommunication(Opcode opcode) {
+  uint16_t n = static_cast<uint16_t>(opcode);
+  return n >= 128 && n <= 191;
+}
+
 std::string verifyInstruction(const Instruction &inst,
-                              const std::vector<BufferDesc> &buffers) {
+                              const std::vector<BufferDesc> &buffers,
+                              const VerifyEnv *env) {
   const OpSchema *schema = lookupOpSchema(static_cast<uint16_t>(inst.opcode));
   if (!schema)
     return "unknown opcode " +
@@ -319,28 +496,41 @@ std::string verifyInstruction(const Instruction &inst,
     return op + " takes " + std::to_string(schema->floats.size()) +
            " float attributes, got " + std::to_string(inst.floats.size());
 
-  VerifyContext ctx{inst, {}, {}};
+  VerifyContext ctx{inst, {}, {}, env};
   for (size_t i = 0; i < inst.operands.size(); ++i) {
     uint32_t id = inst.operands[i];
+    const OperandSpec &spec = schema->operands[std::min(i, declared - 1)];
+    if (id == kNoBuffer && (spec.flags & kOperandOptional)) {
+      ctx.operands.push_back(nullptr);
+      continue;
+    }
     if (id >= buffers.size())
       return op + " operand " + std::to_string(i) + " refers to buffer " +
              std::to_string(id) + ", but there are only " +
              std::to_string(buffers.size());
-    const OperandSpec &spec = schema->operands[std::min(i, declared - 1)];
-    if (buffers[id].dtype != spec.dtype)
+    DType have = buffers[id].dtype;
+    bool dtypeOk = have == spec.dtype ||
+                   ((spec.flags & kOperandAnyFloat) && have == DType::F64) ||
+                   (spec.flags & kOperandAnyDType);
+    if (!dtypeOk)
       return op + " operand '" + spec.name + "' must be " +
-             dtypeName(spec.dtype) + ", buffer '" + buffers[id].name + "' is " +
-             dtypeName(buffers[id].dtype);
+             ((spec.flags & kOperandAnyFloat) ? std::string("f32 or f64")
+                                               : dtypeName(spec.dtype)) +
+             ", buffer '" + buffers[id].name + "' is " + dtypeName(have);
     ctx.operands.push_back(&buffers[id]);
   }
   // Outputs must not partially overlap anything else the op touches.
   for (size_t i = 0; i < inst.operands.size(); ++i) {
     OperandRole role = schema->operands[std::min(i, declared - 1)].role;
-    if (role == OperandRole::In)
+    if (role == OperandRole::In || !ctx.operands[i])
       continue;
     for (size_t j = 0; j < inst.operands.size(); ++j) {
-      if (i == j || !overlaps(*ctx.operands[i], *ctx.operands[j]))
+      if (i == j || !ctx.operands[j] ||
+          !overlaps(*ctx.operands[i], *ctx.operands[j]))
         continue;
+      if (inst.opcode == Opcode::AllGather ||
+          inst.opcode == Opcode::AllGatherStart)
+        continue; // In place; its verifier checks the chunk position.
       bool exact = ctx.operands[i]->offset == ctx.operands[j]->offset &&
                    ctx.operands[i]->byteSize() == ctx.operands[j]->byteSize();
       if (!(exact && schema->allowsExactAlias))
@@ -365,7 +555,9 @@ std::string describeInstruction(const Instruction &inst,
       os << schema->operands[std::min(i, schema->operands.size() - 1)].name
          << "=";
     uint32_t id = inst.operands[i];
-    os << (id < buffers.size() ? buffers[id].name : "#" + std::to_string(id));
+    os << (id < buffers.size() ? buffers[id].name
+           : id == kNoBuffer   ? std::string("none")
+                               : "#" + std::to_string(id));
   }
   for (size_t i = 0; i < inst.ints.size(); ++i)
     os << (i ? ", " : "; ") << inst.ints[i];

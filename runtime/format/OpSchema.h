@@ -27,18 +27,37 @@ enum class OperandRole : uint8_t {
   InOut, ///< Read and written (accumulated into, or updated in place).
 };
 
+/// Operand flags beyond the single dtype.
+enum OperandFlags : uint8_t {
+  kOperandOptional = 1, ///< May be kNoBuffer ("none").
+  kOperandAnyFloat = 2, ///< f32 or f64 (collectives).
+  kOperandAnyDType = 4, ///< f32, f64 or i32 (point-to-point transfers).
+};
+
 struct OperandSpec {
   const char *name;
   OperandRole role;
   DType dtype;
+  uint8_t flags = 0;
 };
 
-/// What an op-specific verifier sees: the instruction and its operand buffers.
+/// What instructions may refer to besides their own operands: the program's
+/// metadata and process groups, and the rank being verified. Instructions
+/// that need it (collectives, load_batch) fail to verify without it.
+struct VerifyEnv {
+  const ModelMeta *meta = nullptr;
+  const std::vector<ProcessGroup> *groups = nullptr;
+  uint32_t rank = 0;
+};
+
+/// What an op-specific verifier sees: the instruction and its operand buffers
+/// (nullptr for an optional operand given as none).
 struct VerifyContext {
   const Instruction &inst;
   std::vector<const BufferDesc *> operands;
   /// Set by the verifier on failure.
   std::string error;
+  const VerifyEnv *env = nullptr;
 
   /// Checks that operand `index` holds exactly `elements` elements.
   bool expectElements(size_t index, int64_t elements);
@@ -76,7 +95,15 @@ const std::vector<OpSchema> &allOpSchemas();
 /// Verifies one instruction against a rank's buffer table. Returns an empty
 /// string when it is valid, otherwise what is wrong.
 std::string verifyInstruction(const Instruction &inst,
-                              const std::vector<BufferDesc> &buffers);
+                              const std::vector<BufferDesc> &buffers,
+                              const VerifyEnv *env = nullptr);
+
+/// How an instruction uses the request slots of its rank.
+enum class SlotUse { None, Start, Wait };
+/// The slot use of `inst` and the slot index (its last int attribute).
+SlotUse slotUse(const Instruction &inst, int64_t *slot = nullptr);
+/// Collectives and transfers (opcodes 128..191).
+bool isCommunication(Opcode opcode);
 
 /// "matmul(a=x, b=w, c=y; batch=1, ...; alpha=1, beta=0)" for messages.
 std::string describeInstruction(const Instruction &inst,

@@ -15,6 +15,7 @@
 #include "runtime/format/OpSchema.h"
 #include "runtime/support/Error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -28,6 +29,7 @@ enum SectionId : uint32_t {
   kSectionMeta = 1,
   kSectionTrain = 2,
   kSectionRank = 3,
+  kSectionGroups = 4,
 };
 
 enum RankSectionId : uint32_t {
@@ -35,6 +37,7 @@ enum RankSectionId : uint32_t {
   kRankBuffers = 2,
   kRankParams = 3,
   kRankSequence = 4,
+  kRankParamLayout = 5,
 };
 
 class Writer {
@@ -158,8 +161,9 @@ Writer encodeRank(const RankProgram &rank) {
   info.u32(rank.targets);
   info.u32(rank.loss);
   info.u32(rank.gradSumSq);
-  // Appended later; readers of older programs find it absent.
+  // Appended later; readers of older programs find them absent.
   info.u32(rank.positions);
+  info.i64(rank.dataRowStart);
   out.section(kRankInfo, info);
 
   Writer buffers;
@@ -189,7 +193,20 @@ Writer encodeRank(const RankProgram &rank) {
   }
   out.section(kRankParams, params);
 
+  // Per-parameter fields added after version 1's PARAMS layout was fixed.
+  Writer layout;
+  layout.u32(rank.params.size());
+  for (const ParamDesc &p : rank.params) {
+    writeDims(layout, p.checkpointShape);
+    layout.i64(p.stateOffset);
+  }
+  out.section(kRankParamLayout, layout);
+
   for (int k = 0; k < kNumSequenceKinds; ++k) {
+    // Older readers reject sequence kinds they do not know; empty new kinds
+    // are left out so that programs which do not use them stay readable.
+    if (k >= int(SequenceKind::LastMicrobatch) && rank.sequences[k].empty())
+      continue;
     Writer seq;
     seq.u8(static_cast<uint8_t>(k));
     seq.u32(rank.sequences[k].size());
@@ -227,6 +244,8 @@ RankProgram decodeRank(Reader &r) {
       rank.gradSumSq = s.u32();
       if (!s.done())
         rank.positions = s.u32();
+      if (!s.done())
+        rank.dataRowStart = s.i64();
       haveInfo = true;
       break;
     case kRankBuffers: {
@@ -260,6 +279,20 @@ RankProgram decodeRank(Reader &r) {
         p.shardStart = readDims(s);
       }
       haveParams = true;
+      break;
+    }
+    case kRankParamLayout: {
+      if (!haveParams)
+        s.bad("parameter layout before the parameter table");
+      uint32_t n = s.count(9);
+      if (n != rank.params.size())
+        s.bad("parameter layout has " + std::to_string(n) +
+              " entries for " + std::to_string(rank.params.size()) +
+              " parameters");
+      for (ParamDesc &p : rank.params) {
+        p.checkpointShape = readDims(s);
+        p.stateOffset = s.i64();
+      }
       break;
     }
     case kRankSequence: {
@@ -320,8 +353,35 @@ const char *sequenceName(SequenceKind kind) {
     return "microbatch";
   case SequenceKind::Update:
     return "update";
+  case SequenceKind::LastMicrobatch:
+    return "last_microbatch";
+  case SequenceKind::Schedule:
+    return "schedule";
   }
   return "?";
+}
+
+int ProcessGroup::indexOf(uint32_t globalRank) const {
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == globalRank)
+      return int(i);
+  return -1;
+}
+
+std::vector<uint32_t> Program::effectiveLossRanks() const {
+  if (!lossRanks.empty())
+    return lossRanks;
+  std::vector<uint32_t> result;
+  for (const RankProgram &r : ranks)
+    if (r.loss != kNoBuffer)
+      result.push_back(r.rank);
+  return result;
+}
+
+int64_t shapeElements(const std::vector<int64_t> &shape) {
+  BufferDesc b;
+  b.shape = shape;
+  return b.numElements();
 }
 
 int64_t BufferDesc::numElements() const {
@@ -385,6 +445,21 @@ std::vector<uint8_t> serializeProgram(const Program &program) {
 
   for (const RankProgram &rank : program.ranks)
     payload.section(kSectionRank, encodeRank(rank));
+
+  if (!program.groups.empty() || !program.lossRanks.empty()) {
+    Writer groups;
+    groups.u32(program.groups.size());
+    for (const ProcessGroup &g : program.groups) {
+      groups.str(g.name);
+      groups.u32(g.ranks.size());
+      for (uint32_t r : g.ranks)
+        groups.u32(r);
+    }
+    groups.u32(program.lossRanks.size());
+    for (uint32_t r : program.lossRanks)
+      groups.u32(r);
+    payload.section(kSectionGroups, groups);
+  }
 
   Writer file;
   file.bytes.insert(file.bytes.end(), kProgramMagic, kProgramMagic + 8);
@@ -459,6 +534,20 @@ Program parseProgram(const uint8_t *data, size_t size,
       haveTrain = true;
     } else if (id == kSectionRank) {
       program.ranks.push_back(decodeRank(s));
+    } else if (id == kSectionGroups) {
+      uint32_t n = s.count(8);
+      program.groups.resize(n);
+      for (ProcessGroup &g : program.groups) {
+        g.name = s.str();
+        uint32_t members = s.count(4);
+        g.ranks.resize(members);
+        for (uint32_t &r : g.ranks)
+          r = s.u32();
+      }
+      uint32_t losses = s.count(4);
+      program.lossRanks.resize(losses);
+      for (uint32_t &r : program.lossRanks)
+        r = s.u32();
     }
   }
   if (!haveMeta || !haveTrain)
@@ -506,14 +595,24 @@ void verifyRank(const Program &program, const RankProgram &rank,
       fail(where, ": the ", role, " buffer '", b.name, "' must be ",
            dtypeName(dtype), " with ", elements, " elements");
   };
+  // Inputs are optional per rank (a middle pipeline stage reads neither
+  // tokens nor targets), but where present they have the executor's shapes.
   int64_t rows = m.microBatch * m.seqLen;
-  expectBuffer(rank.tokens, "tokens", DType::I32, rows);
-  expectBuffer(rank.targets, "targets", DType::I32, rows);
-  expectBuffer(rank.loss, "loss", DType::F32, 1);
+  if (rank.tokens != kNoBuffer)
+    expectBuffer(rank.tokens, "tokens", DType::I32, rows);
+  if (rank.targets != kNoBuffer)
+    expectBuffer(rank.targets, "targets", DType::I32, rows);
+  if (rank.loss != kNoBuffer)
+    expectBuffer(rank.loss, "loss", DType::F32, 1);
   if (rank.gradSumSq != kNoBuffer)
     expectBuffer(rank.gradSumSq, "grad_sumsq", DType::F64, 1);
   if (rank.positions != kNoBuffer)
     expectBuffer(rank.positions, "positions", DType::I32, rows);
+  if (rank.dataRowStart < 0 ||
+      rank.dataRowStart + m.numMicrobatches * m.microBatch > m.globalBatch)
+    fail(where, ": data row start ", rank.dataRowStart, " plus ",
+         m.numMicrobatches, " micro-batches of ", m.microBatch,
+         " rows exceeds the global batch of ", m.globalBatch);
 
   size_t nstate = program.train.optimizer == OptimizerKind::AdamW ? 2 : 1;
   std::set<std::string> paramNames;
@@ -523,43 +622,110 @@ void verifyRank(const Program &program, const RankProgram &rank,
     if (p.value >= rank.buffers.size() || p.grad >= rank.buffers.size())
       fail(where, ": parameter '", p.name, "' refers to a missing buffer");
     int64_t n = rank.buffers[p.value].numElements();
-    auto sameShape = [&](uint32_t id, const char *what) {
-      if (id >= rank.buffers.size() || rank.buffers[id].dtype != DType::F32 ||
-          rank.buffers[id].numElements() != n)
-        fail(where, ": parameter '", p.name, "' ", what,
-             " buffer must be f32 with ", n, " elements");
-    };
-    sameShape(p.value, "value");
-    sameShape(p.grad, "grad");
     if (p.state.size() != nstate)
       fail(where, ": parameter '", p.name, "' has ", p.state.size(),
            " optimizer state buffers; the optimizer needs ", nstate);
+    // ZeRO: the state (and possibly the gradient) covers a flat range of the
+    // value; without it every buffer has the value's size.
+    int64_t ns = rank.buffers[p.state[0]].numElements();
+    if (ns < 0 || ns > n || p.stateOffset < 0 || p.stateOffset > n - ns)
+      fail(where, ": parameter '", p.name, "' optimizer state range [",
+           p.stateOffset, ", ", p.stateOffset + ns,
+           ") lies outside its value of ", n, " elements");
+    auto checkBuffer = [&](uint32_t id, const char *what, int64_t a,
+                           int64_t b) {
+      int64_t have = id < rank.buffers.size()
+                         ? rank.buffers[id].numElements()
+                         : -1;
+      if (id >= rank.buffers.size() || rank.buffers[id].dtype != DType::F32 ||
+          (have != a && have != b))
+        fail(where, ": parameter '", p.name, "' ", what,
+             " buffer must be f32 with ", a,
+             a != b ? " or " + std::to_string(b) : std::string(),
+             " elements");
+    };
+    checkBuffer(p.value, "value", n, n);
+    checkBuffer(p.grad, "grad", n, ns);
     for (uint32_t s : p.state)
-      sameShape(s, "optimizer state");
+      checkBuffer(s, "optimizer state", ns, ns);
     if (!(p.initStd >= 0.0) || !std::isfinite(p.initStd))
       fail(where, ": parameter '", p.name, "' has an invalid init std");
+    const auto &local = rank.buffers[p.value].shape;
     if (!p.globalShape.empty()) {
-      const auto &local = rank.buffers[p.value].shape;
+      // The box may reach past the global shape (padding), never before it.
       bool ok = p.globalShape.size() == local.size() &&
                 p.shardStart.size() == local.size();
       for (size_t d = 0; ok && d < local.size(); ++d)
         ok = p.shardStart[d] >= 0 && p.globalShape[d] >= 0 &&
-             p.shardStart[d] <= p.globalShape[d] &&
-             local[d] <= p.globalShape[d] - p.shardStart[d];
+             p.shardStart[d] <= (int64_t(1) << 40);
       if (!ok)
         fail(where, ": parameter '", p.name,
-             "' shard does not fit its global shape");
+             "' shard does not fit its global shape (global_shape and "
+             "shard_start need one non-negative entry per dimension)");
+    }
+    if (!p.checkpointShape.empty()) {
+      const auto &view = p.globalShape.empty() ? local : p.globalShape;
+      int64_t a = shapeElements(p.checkpointShape), b = shapeElements(view);
+      if (a < 0 || a != b)
+        fail(where, ": parameter '", p.name, "' checkpoint shape has ", a,
+             " elements but its global shape has ", b);
     }
   }
+  VerifyEnv env{&program.meta, &program.groups, rank.rank};
   for (int k = 0; k < kNumSequenceKinds; ++k) {
     const auto &seq = rank.sequences[k];
     for (size_t i = 0; i < seq.size(); ++i) {
-      std::string error = verifyInstruction(seq[i], rank.buffers);
+      std::string error = verifyInstruction(seq[i], rank.buffers, &env);
       if (!error.empty())
         fail(where, " sequence ", sequenceName(SequenceKind(k)),
              " instruction ", i, ": ", error);
     }
   }
+
+  // Request slots: replay one step in execution order; every start needs a
+  // free slot, every wait a busy one, and a step ends with all slots free.
+  std::vector<std::pair<SequenceKind, int>> order;
+  order.push_back({SequenceKind::StepBegin, 1});
+  if (!rank.sequence(SequenceKind::Schedule).empty()) {
+    order.push_back({SequenceKind::Schedule, 1});
+  } else {
+    bool hasLast = !rank.sequence(SequenceKind::LastMicrobatch).empty();
+    int64_t plain = hasLast ? m.numMicrobatches - 1 : m.numMicrobatches;
+    order.push_back({SequenceKind::Microbatch, int(std::min<int64_t>(plain, 2))});
+    if (hasLast)
+      order.push_back({SequenceKind::LastMicrobatch, 1});
+  }
+  order.push_back({SequenceKind::Update, 1});
+  std::vector<int> busy(kNumRequestSlots, -1);
+  std::vector<SequenceKind> busyKind(kNumRequestSlots);
+  for (auto [kind, times] : order) {
+    for (int t = 0; t < times; ++t) {
+      const auto &seq = rank.sequence(kind);
+      for (size_t i = 0; i < seq.size(); ++i) {
+        int64_t slot;
+        SlotUse use = slotUse(seq[i], &slot);
+        if (use == SlotUse::Start && busy[slot] >= 0)
+          fail(where, " sequence ", sequenceName(kind), " instruction ", i,
+               ": slot ", slot, " is still in use by instruction ",
+               busy[slot], " of ", sequenceName(busyKind[slot]),
+               "; wait on it first");
+        if (use == SlotUse::Wait && busy[slot] < 0)
+          fail(where, " sequence ", sequenceName(kind), " instruction ", i,
+               ": wait on slot ", slot, ", which holds no request");
+        if (use == SlotUse::Start) {
+          busy[slot] = int(i);
+          busyKind[slot] = kind;
+        } else if (use == SlotUse::Wait) {
+          busy[slot] = -1;
+        }
+      }
+    }
+  }
+  for (int64_t slot = 0; slot < kNumRequestSlots; ++slot)
+    if (busy[slot] >= 0)
+      fail(where, ": slot ", slot, " started by instruction ", busy[slot],
+           " of ", sequenceName(busyKind[slot]),
+           " is never waited on within the step");
 }
 
 } // namespace
@@ -603,6 +769,36 @@ void verifyProgram(const Program &program, const std::string &source) {
   finiteNonNeg(t.gradClip, "grad_clip");
   if (t.warmupSteps < 0 || t.totalSteps < 0 || t.defaultSteps < 0)
     fail(source, ": warmup, total and default steps must be >= 0");
+  std::set<std::string> groupNames;
+  for (size_t g = 0; g < program.groups.size(); ++g) {
+    const ProcessGroup &group = program.groups[g];
+    std::string what = source + ": process group " + std::to_string(g) +
+                       " ('" + group.name + "')";
+    if (group.name.empty() || !groupNames.insert(group.name).second)
+      fail(what, ": group names must be non-empty and unique");
+    if (group.ranks.empty())
+      fail(what, ": has no members");
+    std::set<uint32_t> members;
+    for (uint32_t r : group.ranks) {
+      if (r >= m.worldSize)
+        fail(what, ": member ", r, " is outside the world of ", m.worldSize,
+             " ranks");
+      if (!members.insert(r).second)
+        fail(what, ": rank ", r, " is listed twice");
+    }
+  }
+  std::set<uint32_t> lossSet;
+  for (uint32_t r : program.lossRanks)
+    if (r >= m.worldSize || !lossSet.insert(r).second)
+      fail(source, ": loss rank ", r,
+           " is outside the world or listed twice");
+  std::vector<uint32_t> lossRanks = program.effectiveLossRanks();
+  if (lossRanks.empty())
+    fail(source, ": no rank carries the loss (set a loss buffer and list "
+                 "the rank in loss_ranks)");
+  for (uint32_t r : lossRanks)
+    if (program.ranks[r].loss == kNoBuffer)
+      fail(source, ": loss rank ", r, " has no loss buffer");
   for (const RankProgram &rank : program.ranks)
     verifyRank(program, rank, source + ": rank " + std::to_string(rank.rank));
 }

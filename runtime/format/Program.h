@@ -70,9 +70,38 @@ struct ParamDesc {
   /// Shape of the whole (unsharded) tensor and where this rank's value buffer
   /// starts in it, per dimension. Empty means "the value buffer is the whole
   /// tensor". Initialisation is defined on the whole tensor's element indices.
+  /// The box [shardStart, shardStart + local shape) may reach past
+  /// globalShape (padding, e.g. a vocab split evenly): those elements are
+  /// zero, never initialised from --init and never saved.
   std::vector<int64_t> globalShape;
   std::vector<int64_t> shardStart;
+  /// Shape of the tensor in checkpoints and --init files when globalShape is
+  /// a view of it (same row-major bytes, same element count), e.g. [768, 2304]
+  /// viewed as [768, 3, 12, 64]. Empty: the checkpoint shape is globalShape
+  /// (or the value's shape when that is empty too).
+  std::vector<int64_t> checkpointShape;
+  /// The optimizer-state buffers may cover only the flat range
+  /// [stateOffset, stateOffset + n) of this rank's value buffer (ZeRO), where
+  /// n is the state buffers' element count; 0 with n = value's count means
+  /// the whole value.
+  int64_t stateOffset = 0;
 };
+
+/// A process group: `ranks` are global rank ids in group order, so a
+/// member's index in the list is its rank within the group.
+struct ProcessGroup {
+  std::string name; ///< e.g. "world", "dp0", "tp1".
+  std::vector<uint32_t> ranks;
+  /// The member index of `globalRank`, or -1.
+  int indexOf(uint32_t globalRank) const;
+};
+
+/// Collective reduction operators (the `op` int of all_reduce).
+enum class ReduceOp : uint8_t { Sum = 0, Max = 1 };
+
+/// Non-blocking collectives park their request in one of this many slots
+/// per rank until `wait` completes it.
+constexpr int64_t kNumRequestSlots = 64;
 
 struct Instruction {
   Opcode opcode = Opcode::Fill;
@@ -86,8 +115,16 @@ enum class SequenceKind : uint8_t {
   StepBegin = 0,  ///< Once per step, first (e.g. zero the gradients).
   Microbatch = 1, ///< numMicrobatches times: forward + backward, grads add up.
   Update = 2,     ///< Once per step, last: grad norm, clipping, optimizer.
+  /// Replaces Microbatch for the last micro-batch of a step when non-empty
+  /// (e.g. with the data-parallel gradient all-reduce starts interleaved
+  /// into the last backward).
+  LastMicrobatch = 3,
+  /// When non-empty the step is StepBegin, Schedule once, Update: the
+  /// program interleaves its micro-batches itself (pipeline schedules) and
+  /// loads their inputs with load_batch.
+  Schedule = 4,
 };
-constexpr int kNumSequenceKinds = 3;
+constexpr int kNumSequenceKinds = 5;
 const char *sequenceName(SequenceKind kind);
 
 struct RankProgram {
@@ -107,6 +144,10 @@ struct RankProgram {
   /// token's position in its sequence (0 .. seqLen-1), for learned position
   /// embeddings.
   uint32_t positions = kNoBuffer;
+  /// Row of the step's global-batch row list where this rank's data starts:
+  /// micro-batch m reads rows dataRowStart + m*microBatch ... (data-parallel
+  /// replica d of D: d * globalBatch / D).
+  int64_t dataRowStart = 0;
   std::vector<Instruction> sequences[kNumSequenceKinds];
 
   const std::vector<Instruction> &sequence(SequenceKind kind) const {
@@ -152,6 +193,15 @@ struct Program {
   ModelMeta meta;
   TrainConfig train;
   std::vector<RankProgram> ranks; ///< ranks[r].rank == r.
+  /// Process groups; collectives name one by its index in this table.
+  std::vector<ProcessGroup> groups;
+  /// Ranks whose loss buffer carries the step loss (one per data-parallel
+  /// replica, at the last pipeline stage). Empty: every rank with a loss
+  /// buffer.
+  std::vector<uint32_t> lossRanks;
+
+  /// lossRanks, or its default when empty.
+  std::vector<uint32_t> effectiveLossRanks() const;
 };
 
 /// Serialises to the versioned file format, header and checksum included.
@@ -168,9 +218,13 @@ Program loadProgramFile(const std::string &path);
 
 /// Checks everything the executor and kernels rely on: buffers inside the
 /// arena and aligned, operand counts, dtypes, attribute counts and element
-/// counts of every instruction, parameter and input tables. Throws
-/// RuntimeError naming the rank, sequence and instruction.
+/// counts of every instruction, parameter and input tables, process groups,
+/// collective group membership and sizes. Throws RuntimeError naming the
+/// rank, sequence and instruction.
 void verifyProgram(const Program &program, const std::string &source);
+
+/// Number of elements of a shape (1 for a scalar), -1 on overflow.
+int64_t shapeElements(const std::vector<int64_t> &shape);
 
 /// 64-bit FNV-1a, the payload checksum.
 uint64_t fnv1a64(const uint8_t *data, size_t size,

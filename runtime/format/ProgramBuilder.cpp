@@ -15,9 +15,25 @@ namespace {
 uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 } // namespace
 
-ProgramBuilder::ProgramBuilder(ModelMeta meta, TrainConfig train, uint32_t rank)
-    : meta_(std::move(meta)), train_(train) {
+ProgramBuilder::ProgramBuilder(ModelMeta meta, TrainConfig train, uint32_t rank,
+                               std::shared_ptr<std::vector<ProcessGroup>> groups)
+    : meta_(std::move(meta)), train_(train), groups_(std::move(groups)) {
   rank_.rank = rank;
+  if (!groups_)
+    groups_ = std::make_shared<std::vector<ProcessGroup>>();
+}
+
+uint32_t ProgramBuilder::addGroup(const std::string &name,
+                                  std::vector<uint32_t> ranks) {
+  for (const ProcessGroup &g : *groups_)
+    if (g.name == name)
+      fail("ProgramBuilder: process group '", name, "' already exists");
+  for (uint32_t r : ranks)
+    if (r >= meta_.worldSize)
+      fail("ProgramBuilder: process group '", name, "' member ", r,
+           " is outside the world of ", meta_.worldSize, " ranks");
+  groups_->push_back({name, std::move(ranks)});
+  return uint32_t(groups_->size() - 1);
 }
 
 uint32_t ProgramBuilder::pushBuffer(BufferDesc desc) {
@@ -111,7 +127,8 @@ void ProgramBuilder::emit(SequenceKind kind, Opcode opcode,
                           std::vector<double> floats) {
   Instruction inst{opcode, std::move(operands), std::move(ints),
                    std::move(floats)};
-  std::string error = verifyInstruction(inst, rank_.buffers);
+  VerifyEnv env{&meta_, groups_.get(), rank_.rank};
+  std::string error = verifyInstruction(inst, rank_.buffers, &env);
   if (!error.empty())
     fail("ProgramBuilder: invalid instruction ",
          describeInstruction(inst, rank_.buffers), " in ", sequenceName(kind),
@@ -157,12 +174,55 @@ Program ProgramBuilder::finish() const {
   program.meta = meta_;
   program.train = train_;
   program.ranks.push_back(rank_);
+  program.groups = *groups_;
   verifyProgram(program, "ProgramBuilder");
   return program;
 }
 
 std::vector<uint8_t> ProgramBuilder::serialize() const {
   return serializeProgram(finish());
+}
+
+MultiRankProgramBuilder::MultiRankProgramBuilder(ModelMeta meta,
+                                                 TrainConfig train)
+    : meta_(std::move(meta)), train_(train),
+      groups_(std::make_shared<std::vector<ProcessGroup>>()) {
+  if (meta_.worldSize < 1 || meta_.worldSize > (1u << 20))
+    fail("MultiRankProgramBuilder: world size ", meta_.worldSize,
+         " is out of range");
+  for (uint32_t r = 0; r < meta_.worldSize; ++r)
+    ranks_.push_back(std::make_unique<ProgramBuilder>(meta_, train_, r, groups_));
+}
+
+uint32_t MultiRankProgramBuilder::addGroup(const std::string &name,
+                                           std::vector<uint32_t> ranks) {
+  return ranks_.front()->addGroup(name, std::move(ranks));
+}
+
+Program MultiRankProgramBuilder::finish() const {
+  std::vector<RankProgram> ranks;
+  for (const auto &b : ranks_)
+    ranks.push_back(b->rankProgram());
+  return combinePrograms(meta_, train_, *groups_, std::move(ranks), lossRanks_);
+}
+
+std::vector<uint8_t> MultiRankProgramBuilder::serialize() const {
+  return serializeProgram(finish());
+}
+
+Program combinePrograms(ModelMeta meta, TrainConfig train,
+                        std::vector<ProcessGroup> groups,
+                        std::vector<RankProgram> ranks,
+                        std::vector<uint32_t> lossRanks) {
+  Program program;
+  program.meta = std::move(meta);
+  program.meta.worldSize = uint32_t(ranks.size());
+  program.train = train;
+  program.groups = std::move(groups);
+  program.ranks = std::move(ranks);
+  program.lossRanks = std::move(lossRanks);
+  verifyProgram(program, "combinePrograms");
+  return program;
 }
 
 } // namespace strata::rt

@@ -19,6 +19,25 @@
 //   b.emitOptimizerStep();
 //   std::vector<uint8_t> bytes = b.serialize();
 //
+// Several ranks: a MultiRankProgramBuilder owns the process-group table and
+// one ProgramBuilder per rank; collectives are checked against the groups as
+// they are emitted, so add groups before emitting instructions that use them.
+//
+//   MultiRankProgramBuilder mb(meta, train);        // meta.worldSize = 2
+//   uint32_t dp = mb.addGroup("dp", {0, 1});
+//   for (uint32_t r = 0; r < 2; ++r) {
+//     ProgramBuilder &b = mb.rank(r);
+//     b.setDataRowStart(r * meta.globalBatch / 2);
+//     ...
+//     b.emit(SequenceKind::LastMicrobatch, Opcode::AllReduceStart,
+//            {b.grad(w)}, {dp, 0 /*sum*/, 0 /*slot*/});
+//     b.emit(SequenceKind::Update, Opcode::Wait, {}, {0});
+//   }
+//   mb.setLossRanks({0, 1});
+//   std::vector<uint8_t> bytes = mb.serialize();
+//
+// Or build RankPrograms any way and call combinePrograms().
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef STRATA_RUNTIME_FORMAT_PROGRAMBUILDER_H
@@ -26,6 +45,7 @@
 
 #include "runtime/format/Program.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,7 +54,15 @@ namespace strata::rt {
 class ProgramBuilder {
 public:
   /// Builds the program of `rank`; world size comes from meta.worldSize.
-  ProgramBuilder(ModelMeta meta, TrainConfig train, uint32_t rank = 0);
+  /// Collectives refer to `groups` (shared with the other ranks' builders);
+  /// a standalone builder has its own table (addGroup).
+  ProgramBuilder(ModelMeta meta, TrainConfig train, uint32_t rank = 0,
+                 std::shared_ptr<std::vector<ProcessGroup>> groups = nullptr);
+
+  /// Adds a process group to the (shared) table; returns its index, the
+  /// `group` int of collectives.
+  uint32_t addGroup(const std::string &name, std::vector<uint32_t> ranks);
+  const std::vector<ProcessGroup> &groups() const { return *groups_; }
 
   /// A buffer placed after every buffer so far, on a 64-byte boundary.
   uint32_t addBuffer(const std::string &name, std::vector<int64_t> shape,
@@ -64,6 +92,11 @@ public:
   /// Marks an i32 [microBatch, seqLen] buffer the executor fills with
   /// positions 0 .. seqLen-1 of every row.
   void setPositions(uint32_t positions) { rank_.positions = positions; }
+  /// First row of this rank's data in each step's global-batch row list.
+  void setDataRowStart(int64_t row) { rank_.dataRowStart = row; }
+  /// Marks `bytes` as the loss buffer without tokens/targets (a last
+  /// pipeline stage that loads its targets with load_batch).
+  void setLoss(uint32_t loss) { rank_.loss = loss; }
   uint32_t tokens() const { return rank_.tokens; }
   uint32_t targets() const { return rank_.targets; }
   uint32_t loss() const { return rank_.loss; }
@@ -95,7 +128,39 @@ private:
   ModelMeta meta_;
   TrainConfig train_;
   RankProgram rank_;
+  std::shared_ptr<std::vector<ProcessGroup>> groups_;
 };
+
+/// Builds a program of meta.worldSize ranks that share one group table.
+class MultiRankProgramBuilder {
+public:
+  MultiRankProgramBuilder(ModelMeta meta, TrainConfig train);
+
+  uint32_t addGroup(const std::string &name, std::vector<uint32_t> ranks);
+  ProgramBuilder &rank(uint32_t r) { return *ranks_.at(r); }
+  uint32_t worldSize() const { return uint32_t(ranks_.size()); }
+  /// Ranks whose loss buffer carries the step loss; by default every rank
+  /// that has a loss buffer.
+  void setLossRanks(std::vector<uint32_t> ranks) { lossRanks_ = std::move(ranks); }
+
+  /// The verified program; throws RuntimeError naming what is wrong.
+  Program finish() const;
+  std::vector<uint8_t> serialize() const;
+
+private:
+  ModelMeta meta_;
+  TrainConfig train_;
+  std::shared_ptr<std::vector<ProcessGroup>> groups_;
+  std::vector<std::unique_ptr<ProgramBuilder>> ranks_;
+  std::vector<uint32_t> lossRanks_;
+};
+
+/// Assembles and verifies a program from per-rank programs (ranks[r].rank
+/// must be r; meta.worldSize is set to ranks.size()).
+Program combinePrograms(ModelMeta meta, TrainConfig train,
+                        std::vector<ProcessGroup> groups,
+                        std::vector<RankProgram> ranks,
+                        std::vector<uint32_t> lossRanks = {});
 
 } // namespace strata::rt
 

@@ -11,6 +11,7 @@
 
 #include "runtime/core/Trainer.h"
 #include "runtime/format/Bundle.h"
+#include "runtime/mpi/MpiBackend.h"
 #include "runtime/support/Error.h"
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -123,110 +125,225 @@ void printInfo(const Program &p, const std::string &source) {
   std::printf("program: %s\n", source.c_str());
   std::printf("model: %s, vocab %lld, seq_len %lld\n", m.family.c_str(),
               (long long)m.vocab, (long long)m.seqLen);
-  std::printf("batch: global %lld = %lld micro-batches x %lld rows\n",
+  std::printf("batch: global %lld = %lld micro-batches x %lld rows per "
+              "replica\n",
               (long long)m.globalBatch, (long long)m.numMicrobatches,
               (long long)m.microBatch);
   std::printf("world size: %u, seed %llu\n", m.worldSize,
               (unsigned long long)m.seed);
   std::printf("plan: %s\n", m.planDescription.c_str());
+  for (const ProcessGroup &g : p.groups) {
+    std::printf("group %s:", g.name.c_str());
+    for (uint32_t r : g.ranks)
+      std::printf(" %u", r);
+    std::printf("\n");
+  }
+  std::printf("loss ranks:");
+  for (uint32_t r : p.effectiveLossRanks())
+    std::printf(" %u", r);
+  std::printf("\n");
   for (const RankProgram &r : p.ranks) {
     int64_t params = 0;
     for (const ParamDesc &pd : r.params)
       params += r.buffers[pd.value].numElements();
     std::printf("rank %u: arena %llu bytes, %zu buffers, %zu parameters "
-                "(%lld values), instructions %zu/%zu/%zu\n",
+                "(%lld values), data rows from %lld, instructions "
+                "%zu/%zu/%zu/%zu/%zu (step_begin/microbatch/"
+                "last_microbatch/schedule/update)\n",
                 r.rank, (unsigned long long)r.arenaBytes, r.buffers.size(),
-                r.params.size(), (long long)params,
+                r.params.size(), (long long)params, (long long)r.dataRowStart,
                 r.sequence(SequenceKind::StepBegin).size(),
                 r.sequence(SequenceKind::Microbatch).size(),
+                r.sequence(SequenceKind::LastMicrobatch).size(),
+                r.sequence(SequenceKind::Schedule).size(),
                 r.sequence(SequenceKind::Update).size());
   }
 }
 
-int run(const Options &opt) {
+/// Thrown once every rank knows the run failed and the error has been
+/// printed; every rank then exits non-zero together.
+struct AlreadyReported {};
+
+/// Runs `body` on every rank, then agrees over the world whether any rank
+/// failed. A failure is printed once: by rank 0 if it failed itself (naming
+/// the other failed ranks), otherwise by each failed rank.
+template <typename Fn> void agree(CommBackend &comms, Fn body) {
+  std::string error;
+  try {
+    body();
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  int world = comms.worldSize(), rank = comms.worldRank();
+  std::vector<double> failed(world, 0.0);
+  failed[rank] = error.empty() ? 0.0 : 1.0;
+  comms.world().allReduce(failed.data(), world, DType::F64, ReduceOp::Sum);
+  std::string others;
+  bool any = false;
+  for (int r = 0; r < world; ++r) {
+    any = any || failed[r] > 0;
+    if (r > 0 && failed[r] > 0)
+      others += (others.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!any)
+    return;
+  if (rank == 0 && !error.empty())
+    std::fprintf(stderr, "strata: error: %s%s\n", error.c_str(),
+                 others.empty() ? ""
+                                : (" (ranks " + others + " failed too)").c_str());
+  else if (!error.empty() && failed[0] == 0)
+    std::fprintf(stderr, "strata: rank %d: error: %s\n", rank, error.c_str());
+  throw AlreadyReported{};
+}
+
+/// STRATA_TEST_FAIL="rank:step": that rank dies at the start of that step
+/// (tests of the dead-rank behaviour).
+struct TestFailure {
+  int64_t rank = -1, step = -1;
+};
+
+TestFailure parseTestFailure() {
+  TestFailure f;
+  const char *env = std::getenv("STRATA_TEST_FAIL");
+  if (!env || !*env)
+    return f;
+  long long r, st;
+  char tail;
+  if (std::sscanf(env, "%lld:%lld%c", &r, &st, &tail) != 2 || r < 0 || st < 0)
+    throw CollectiveError(std::string("STRATA_TEST_FAIL=") + env +
+                          " must be RANK:STEP (two integers >= 0)");
+  f.rank = r;
+  f.step = st;
+  return f;
+}
+
+int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
+  const int rank = comms ? comms->worldRank() : 0;
+  const int world = comms ? comms->worldSize() : 1;
   std::string source;
   Program program;
-  if (!opt.program.empty()) {
-    source = opt.program;
-    program = loadProgramFile(opt.program);
-  } else {
-    source = "/proc/self/exe";
-    std::optional<std::vector<uint8_t>> bytes =
-        readEmbeddedProgram("/proc/self/exe");
-    if (!bytes)
-      fail("this strata-launcher carries no program; build a training "
-           "binary with `strata compile MODEL.yaml -o BIN`, or pass "
-           "--program FILE");
-    program = parseProgram(bytes->data(), bytes->size(), "embedded program");
+  // Every rank reads the same program and fails the same way.
+  try {
+    if (!opt.program.empty()) {
+      source = opt.program;
+      program = loadProgramFile(opt.program);
+    } else {
+      source = "/proc/self/exe";
+      std::optional<std::vector<uint8_t>> bytes =
+          readEmbeddedProgram("/proc/self/exe");
+      if (!bytes)
+        fail("this strata-launcher carries no program; build a training "
+             "binary with `strata compile MODEL.yaml -o BIN`, or pass "
+             "--program FILE");
+      program = parseProgram(bytes->data(), bytes->size(), "embedded program");
+    }
+  } catch (const CollectiveError &) {
+    throw;
+  } catch (const RuntimeError &e) {
+    throw CollectiveError(e.what());
   }
   if (opt.info) {
-    printInfo(program, source);
+    if (rank == 0)
+      printInfo(program, source);
     return 0;
   }
-  if (program.meta.worldSize != 1)
-    fail("the program is for ", program.meta.worldSize,
-         " ranks; this runtime build runs single-rank programs");
-
   const ModelMeta meta = program.meta;
+  if (int64_t(meta.worldSize) != world)
+    throw CollectiveError(
+        "this program was compiled for " + std::to_string(meta.worldSize) +
+        " ranks (plan: " + meta.planDescription +
+        "); launch it with mpirun -np " + std::to_string(meta.worldSize) +
+        (world > 1 ? " (it was started on " + std::to_string(world) +
+                         " ranks)"
+                   : ""));
+  TestFailure testFailure = parseTestFailure();
+  if (!comms)
+    comms = createSingleRankBackend();
+
   uint64_t seed = opt.seed >= 0 ? uint64_t(opt.seed) : meta.seed;
   int64_t totalSteps = opt.steps >= 0 ? opt.steps : program.train.defaultSteps;
 
-  // Check every input before the first step, so a bad flag fails fast.
-  if (!opt.save.empty()) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::path target(opt.save);
-    if (fs::exists(target, ec) &&
-        (!fs::is_directory(target, ec) ||
-         (!fs::is_empty(target, ec) && !fs::exists(target / "trainer.json"))))
-      fail("--save ", opt.save,
-           ": exists and is not a Strata checkpoint; "
-           "choose another directory");
-    fs::path parent = fs::absolute(target, ec).parent_path();
-    if (!fs::is_directory(parent, ec))
-      fail("--save ", opt.save, ": the parent directory ", parent.string(),
-           " does not exist");
-  }
+  // Check every input before the first step, so a bad flag fails fast, and
+  // on every rank before any collective, so a failure cannot strand a rank.
   std::optional<TokenData> data;
-  if (!opt.data.empty()) {
-    TokenFileDType dtype =
-        opt.dataDType == "uint32" ? TokenFileDType::U32 : TokenFileDType::U16;
-    data.emplace(TokenData::loadFile(opt.data, dtype, meta.vocab, meta.seqLen));
-  } else {
-    data.emplace(TokenData::synthetic(seed, meta.vocab, meta.seqLen));
-  }
+  agree(*comms, [&] {
+    if (!opt.save.empty()) {
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      fs::path target(opt.save);
+      if (fs::exists(target, ec) && !isCheckpointDirectory(opt.save))
+        fail("--save ", opt.save,
+             ": exists and is not a Strata checkpoint; "
+             "choose another directory");
+      fs::path parent = fs::absolute(target, ec).parent_path();
+      if (!fs::is_directory(parent, ec))
+        fail("--save ", opt.save, ": the parent directory ", parent.string(),
+             " does not exist");
+    }
+    if (!opt.data.empty()) {
+      TokenFileDType dtype =
+          opt.dataDType == "uint32" ? TokenFileDType::U32 : TokenFileDType::U16;
+      data.emplace(
+          TokenData::loadFile(opt.data, dtype, meta.vocab, meta.seqLen));
+    } else {
+      data.emplace(TokenData::synthetic(seed, meta.vocab, meta.seqLen));
+    }
+  });
 
   std::unique_ptr<Device> device = createCpuDevice();
   device->setThreads(opt.threads);
-  Trainer trainer(std::move(program), 0, std::move(device), seed);
-  trainer.initParameters();
-  if (!opt.init.empty())
-    trainer.loadInitialWeights(opt.init);
-  if (!opt.resume.empty()) {
-    trainer.loadCheckpoint(opt.resume);
-    if (opt.seed >= 0 && uint64_t(opt.seed) != trainer.seed())
-      fail("--seed ", opt.seed, " differs from the checkpoint's seed ",
-           trainer.seed(), "; drop --seed to resume exactly");
-  }
-  StepLog log(opt.log);
+  Trainer trainer(std::move(program), uint32_t(rank), std::move(device), seed,
+                  comms);
+  agree(*comms, [&] {
+    trainer.initParameters();
+    if (!opt.init.empty())
+      trainer.loadInitialWeights(opt.init);
+    if (!opt.resume.empty()) {
+      trainer.loadCheckpoint(opt.resume);
+      if (opt.seed >= 0 && uint64_t(opt.seed) != trainer.seed())
+        fail("--seed ", opt.seed, " differs from the checkpoint's seed ",
+             trainer.seed(), "; drop --seed to resume exactly");
+    }
+  });
+  // Only rank 0 reports; the others compute the same global numbers.
+  StepLog log(rank == 0 ? opt.log : std::string());
   bool tty = ::isatty(2);
   int64_t first = trainer.step();
   int64_t toRun = std::max<int64_t>(0, totalSteps - first);
   int64_t printEvery =
       opt.printEvery > 0 ? opt.printEvery : (toRun <= 100 ? 1 : 10);
-  std::fprintf(
-      stderr, "strata: %s, %lld params tensors, data: %s, steps %lld..%lld\n",
-      trainer.program().meta.family.c_str(),
-      (long long)trainer.rankProgram().params.size(),
-      data->description().c_str(), (long long)first, (long long)totalSteps - 1);
+  if (rank == 0)
+    std::fprintf(stderr,
+                 "strata: %s, %lld params tensors, %d rank%s, data: %s, "
+                 "steps %lld..%lld\n",
+                 meta.family.c_str(),
+                 (long long)trainer.rankProgram().params.size(), world,
+                 world == 1 ? "" : "s", data->description().c_str(),
+                 (long long)first, (long long)totalSteps - 1);
   double elapsed = 0.0;
   for (int64_t i = 0; i < toRun; ++i) {
+    if (testFailure.rank == rank && testFailure.step == trainer.step()) {
+      std::fprintf(stderr,
+                   "strata: rank %d: STRATA_TEST_FAIL: exiting with status 3 "
+                   "at the start of step %lld\n",
+                   rank, (long long)trainer.step());
+      std::fflush(stderr);
+      ::_exit(3);
+    }
     StepStats s = trainer.runStep(*data);
+    // The loss is the same on every rank, so all of them stop here.
     if (!std::isfinite(s.loss))
-      fail("step ", s.step, ": the loss is ", s.loss,
-           "; training diverged (lower the learning rate or enable "
-           "gradient clipping)");
+      throw CollectiveError(
+          "step " + std::to_string(s.step) + ": the loss is " +
+          std::to_string(s.loss) +
+          "; training diverged (lower the learning rate or enable gradient "
+          "clipping)");
     elapsed += s.seconds;
+    if (!opt.save.empty() && opt.saveEvery > 0 &&
+        (s.step + 1) % opt.saveEvery == 0 && i + 1 != toRun)
+      trainer.saveCheckpoint(opt.save);
+    if (rank != 0)
+      continue;
     log.write(s, meta.globalBatch);
     double tokPerS = s.seconds > 0 ? s.tokens / s.seconds : 0.0;
     double eta = elapsed / double(i + 1) * double(toRun - i - 1);
@@ -246,9 +363,6 @@ int run(const Options &opt) {
                    s.gradNorm.value_or(NAN), tokPerS,
                    formatDuration(eta).c_str());
     }
-    if (!opt.save.empty() && opt.saveEvery > 0 &&
-        (s.step + 1) % opt.saveEvery == 0 && i + 1 != toRun)
-      trainer.saveCheckpoint(opt.save);
   }
   if (!opt.save.empty())
     trainer.saveCheckpoint(opt.save);
@@ -309,16 +423,43 @@ int main(int argc, char **argv) {
   app.add_flag("--info", opt.info, "Describe the program and exit");
   CLI11_PARSE(app, argc, argv);
 
+  // MPI only when an MPI launcher started us: a one-rank run without
+  // mpirun needs no MPI at all (and starts faster without a singleton).
+  std::shared_ptr<CommBackend> comms;
+  int rank = 0;
+  bool usesMpi = mpi::launchedByMpiLauncher();
   try {
-    return run(opt);
-  } catch (const RuntimeError &e) {
-    std::fprintf(stderr, "strata: error: %s\n", e.what());
-    return 1;
-  } catch (const std::bad_alloc &) {
-    std::fprintf(stderr, "strata: error: out of memory\n");
-    return 1;
+    if (usesMpi) {
+      comms = mpi::createMpiBackend();
+      rank = comms->worldRank();
+    }
+    int rc = run(opt, comms);
+    comms.reset();
+    if (usesMpi)
+      mpi::finalizeMpi();
+    return rc;
+  } catch (const AlreadyReported &) {
+    // Every rank knows; they finish MPI together.
+  } catch (const CollectiveError &e) {
+    if (rank == 0)
+      std::fprintf(stderr, "strata: error: %s\n", e.what());
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "strata: error: %s\n", e.what());
+    // This rank alone may have failed: report it and leave without
+    // MPI_Finalize; mpirun ends the other ranks when this one exits non-zero.
+    const char *what = dynamic_cast<const std::bad_alloc *>(&e)
+                           ? "out of memory"
+                           : e.what();
+    if (comms && comms->worldSize() > 1)
+      std::fprintf(stderr, "strata: rank %d: error: %s\n", rank, what);
+    else
+      std::fprintf(stderr, "strata: error: %s\n", what);
+    std::fflush(stderr);
+    if (comms && comms->worldSize() > 1)
+      ::_exit(1);
     return 1;
   }
+  comms.reset();
+  if (usesMpi)
+    mpi::finalizeMpi();
+  return 1;
 }

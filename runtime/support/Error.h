@@ -26,6 +26,14 @@ public:
       : std::runtime_error(message) {}
 };
 
+/// An error every rank of a job raises together, at the same point, with
+/// the same message (e.g. after agreeing that a checkpoint save failed):
+/// rank 0 reports it, the other ranks stay quiet.
+class CollectiveError : public RuntimeError {
+public:
+  using RuntimeError::RuntimeError;
+};
+
 /// Builds a message from streamable parts: fail("file ", path, ": bad").
 template <typename... Parts> [[noreturn]] void fail(const Parts &...parts) {
   std::ostringstream os;

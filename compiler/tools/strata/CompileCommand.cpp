@@ -8,6 +8,10 @@
 #include "compiler/tools/strata/Commands.h"
 
 #include "compiler/emit/EmitProgram.h"
+#include "compiler/planner/PlanAttr.h"
+#include "compiler/planner/PlanCommand.h"
+#include "runtime/format/ProgramBuilder.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "frontends/import/ImportModel.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -33,10 +37,50 @@ namespace {
 struct CompileOptions {
   std::string model;
   std::string cluster = "local:1";
+  std::vector<std::string> pins;
   std::string output;
   std::string emitIr;
   std::string launcher;
+  int64_t bucketBytes = 4 << 20;
 };
+
+/// Where rank `r` sits in the plan's (tp, dp, pp) grid.
+struct RankCoords {
+  int64_t tp = 0, dp = 0, pp = 0;
+};
+RankCoords coordsOf(const planner::Plan &plan, int64_t r) {
+  using planner::Axis;
+  RankCoords c;
+  c.tp = r / plan.stride(Axis::TP) % plan.tp;
+  c.dp = r / plan.stride(Axis::DP) % plan.dp;
+  c.pp = r / plan.stride(Axis::PP) % plan.pp;
+  return c;
+}
+
+/// Runs the partition and training passes for one rank of the plan.
+mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
+                                    const planner::Plan &plan,
+                                    const RankCoords &c, int64_t globalBatch,
+                                    int64_t bucketBytes) {
+  std::string pipeline;
+  llvm::raw_string_ostream os(pipeline);
+  if (plan.tp > 1)
+    os << "strata-shard-tensor-parallel{tp=" << plan.tp << " tp-rank=" << c.tp
+       << " sp=" << (plan.sp ? "true" : "false") << "},";
+  // Each replica's micro-batch loss is a mean over its rows; the seed makes
+  // the sum over micro-batches and replicas the global-batch mean.
+  os << "strata-autodiff{loss-scale="
+     << llvm::format("%.17g", double(plan.microBatch) / double(globalBatch))
+     << "},strata-build-optimizer";
+  if (plan.dp > 1)
+    os << ",strata-insert-gradient-reduction{zero=" << plan.zero
+       << " bucket-bytes=" << bucketBytes << "}";
+  mlir::PassManager pm(module->getContext(),
+                       mlir::ModuleOp::getOperationName());
+  if (failed(mlir::parsePassPipeline(os.str(), pm, llvm::errs())))
+    return mlir::failure();
+  return pm.run(module);
+}
 
 /// The launcher is installed beside `strata`; STRATA_LAUNCHER overrides.
 std::string findLauncher(const std::string &flag) {
@@ -67,12 +111,6 @@ int runCompile(const CompileOptions &opts) {
                     "--cluster local:1\n";
     return 1;
   }
-  if (ranks != 1) {
-    llvm::errs() << "error: --cluster " << opts.cluster
-                 << ": this build emits single-rank programs only; use "
-                    "--cluster local:1\n";
-    return 1;
-  }
   std::string launcher = findLauncher(opts.launcher);
   if (!llvm::sys::fs::can_execute(launcher)) {
     llvm::errs() << "error: the runtime launcher '" << launcher
@@ -81,29 +119,80 @@ int runCompile(const CompileOptions &opts) {
     return 1;
   }
 
+  // The plan: searched (and printed) like `strata plan`, pins honoured.
+  planner::PlanRequest request;
+  request.modelPath = opts.model;
+  request.cluster = opts.cluster;
+  request.pins = opts.pins;
+  // What the emitter cannot do yet is pinned away unless the user pins it
+  // (then the error below says so); the spec's micro_batch is honoured.
+  auto pinned = [&](const std::string &key) {
+    return llvm::any_of(opts.pins, [&](const std::string &p) {
+      return llvm::StringRef(p).starts_with(key + "=");
+    });
+  };
+  for (const char *pin : {"pp=1", "vpp=1", "recompute=none"})
+    if (!pinned(llvm::StringRef(pin).split('=').first.str()))
+      request.pins.push_back(pin);
+  {
+    std::vector<frontend::Diagnostic> diags;
+    if (auto s = frontend::loadModelSpec(opts.model, diags))
+      if (s->training.microBatch && !pinned("micro_batch"))
+        request.pins.push_back("micro_batch=" +
+                               std::to_string(*s->training.microBatch));
+  }
+  request.topK = 1;
+  planner::PlanResult planned = planner::planFromFiles(request);
+  if (!planned.ok) {
+    llvm::errs() << planned.error << "\n";
+    return 1;
+  }
+  planner::Plan plan = planned.plans[0].plan;
+  auto unsupported = [&](const char *what, const char *pin) {
+    llvm::errs() << "error: the plan uses " << what
+                 << ", which this compiler cannot emit yet; pin " << pin
+                 << " (plan: " << plan.summary() << ")\n";
+    return 1;
+  };
+  if (plan.pp > 1)
+    return unsupported("pipeline parallelism", "--pin pp=1");
+  if (plan.recompute != planner::Recompute::None)
+    return unsupported("recomputation", "--pin recompute=none");
+  llvm::outs() << "plan: " << plan.summary() << "\n";
+
   std::vector<frontend::Diagnostic> diags;
+  frontend::LoadOptions load;
+  load.batch = plan.microBatch;
   std::optional<frontend::ModelSpec> spec =
-      frontend::loadModelSpec(opts.model, diags);
+      frontend::loadModelSpec(opts.model, diags, nullptr, load);
   if (!spec) {
     for (const frontend::Diagnostic &d : diags)
       llvm::errs() << d.str() << "\n";
     return 1;
   }
+  int64_t globalBatch = plan.globalBatch();
 
   mlir::DialectRegistry registry;
   registerImportDialects(registry);
   mlir::MLIRContext ctx(registry);
+  // Users get the located message, not a dump of the IR.
+  ctx.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*spec, ctx);
-  if (!module)
-    return 1;
 
-  mlir::PassManager pm(&ctx);
-  pm.addPass(createStrataAutodiff());
-  pm.addPass(createStrataBuildOptimizer());
-  if (failed(pm.run(*module)))
-    return 1;
+  // One module per rank: ranks differ in their tensor-parallel shard and
+  // data-parallel replica.
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
+  for (int64_t r = 0; r < ranks; ++r) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*spec, ctx);
+    if (!module)
+      return 1;
+    planner::attachPlan(*module, plan);
+    if (failed(buildRankModule(*module, plan, coordsOf(plan, r), globalBatch,
+                               opts.bucketBytes)))
+      return 1;
+    modules.push_back(std::move(module));
+  }
   if (!opts.emitIr.empty()) {
     std::string error;
     auto out = mlir::openOutputFile(opts.emitIr, &error);
@@ -112,35 +201,86 @@ int runCompile(const CompileOptions &opts) {
                    << "\n";
       return 1;
     }
-    module->print(out->os());
+    modules[0]->print(out->os());
     out->keep();
   }
 
-  EmitOptions emitOptions;
-  emitOptions.planDescription = "single rank (dp=1, tp=1, pp=1)";
-  EmitStats stats;
-  mlir::FailureOr<rt::Program> program =
-      emitProgram(*module, emitOptions, &stats);
-  if (failed(program))
+  rt::ModelMeta meta;
+  rt::TrainConfig train;
+  if (failed(readProgramConfig(*modules[0], meta, train)))
     return 1;
+  meta.globalBatch = globalBatch;
+  meta.numMicrobatches = plan.numMicrobatches;
+  meta.worldSize = ranks;
+  meta.planDescription = plan.summary();
+
+  EmitStats stats;
+  std::vector<uint8_t> bytes;
   try {
-    rt::writeExecutable(launcher, rt::serializeProgram(*program), opts.output);
+    rt::MultiRankProgramBuilder builder(meta, train);
+    std::vector<uint32_t> all(ranks);
+    for (int64_t r = 0; r < ranks; ++r)
+      all[r] = r;
+    int64_t world = builder.addGroup("world", all);
+    // Groups along each axis: the ranks that differ only in that coordinate.
+    std::map<std::pair<std::string, int64_t>, int64_t> groupOf;
+    auto addAxisGroups = [&](const char *axis, planner::Axis a) {
+      if (plan.size(a) == 1)
+        return;
+      std::map<std::vector<int64_t>, std::vector<uint32_t>> members;
+      for (int64_t r = 0; r < ranks; ++r) {
+        RankCoords c = coordsOf(plan, r);
+        std::vector<int64_t> key{c.tp, c.dp, c.pp};
+        key[a == planner::Axis::TP ? 0 : a == planner::Axis::DP ? 1 : 2] = -1;
+        members[key].push_back(r);
+      }
+      int k = 0;
+      for (auto &[key, list] : members) {
+        int64_t id = builder.addGroup(axis + std::to_string(k++), list);
+        for (uint32_t r : list)
+          groupOf[{axis, r}] = id;
+      }
+    };
+    addAxisGroups("dp", planner::Axis::DP);
+    addAxisGroups("tp", planner::Axis::TP);
+
+    std::vector<uint32_t> lossRanks;
+    for (int64_t r = 0; r < ranks; ++r) {
+      RankCoords c = coordsOf(plan, r);
+      ParallelContext pc;
+      pc.rank = r;
+      pc.worldSize = ranks;
+      pc.dp = plan.dp, pc.dpIndex = c.dp;
+      pc.tp = plan.tp, pc.tpIndex = c.tp;
+      pc.zero = plan.zero;
+      pc.groupIds["world"] = world;
+      for (const char *axis : {"dp", "tp"})
+        if (groupOf.count({axis, r}))
+          pc.groupIds[axis] = groupOf[{axis, r}];
+      if (failed(emitRankProgram(*modules[r], pc, builder.rank(r),
+                                 r == 0 ? &stats : nullptr)))
+        return 1;
+      if (c.tp == 0)
+        lossRanks.push_back(r);
+    }
+    builder.setLossRanks(lossRanks);
+    bytes = builder.serialize();
+    rt::writeExecutable(launcher, bytes, opts.output);
   } catch (const rt::RuntimeError &e) {
-    llvm::errs() << "error: -o " << opts.output << ": " << e.what() << "\n";
+    llvm::errs() << "error: " << e.what() << "\n";
     return 1;
   }
-  int64_t numParams = 0;
-  for (const rt::ParamDesc &p : program->ranks[0].params)
-    numParams += program->ranks[0].buffers[p.value].numElements();
   llvm::outs() << llvm::format(
-      "compiled %s -> %s\n  plan: %s\n  %lld parameters in %zu tensors; "
-      "arena %.1f MiB (%.1f MiB persistent, %.1f MiB without reuse); "
-      "%zu instructions per micro-batch, %lld micro-batch(es) per step\n",
-      spec->path.c_str(), opts.output.c_str(),
-      program->meta.planDescription.c_str(), (long long)numParams,
-      program->ranks[0].params.size(), stats.arenaBytes / 1048576.0,
-      stats.persistentBytes / 1048576.0, stats.unsharedBytes / 1048576.0,
-      stats.numInstructions, (long long)program->meta.numMicrobatches);
+      "compiled %s -> %s (%lld rank%s; run it with %s)\n"
+      "  rank 0: arena %.1f MiB (%.1f MiB persistent, %.1f MiB without "
+      "reuse); %zu instructions per micro-batch, %lld micro-batch(es) per "
+      "step\n",
+      spec->path.c_str(), opts.output.c_str(), (long long)ranks,
+      ranks == 1 ? "" : "s",
+      ranks == 1 ? "./BIN" : ("mpirun -np " + std::to_string(ranks) + " BIN").c_str(),
+      stats.arenaBytes / 1048576.0, stats.persistentBytes / 1048576.0,
+      stats.unsharedBytes / 1048576.0, stats.numInstructions,
+      (long long)meta.numMicrobatches);
   return 0;
 }
 
@@ -154,6 +294,13 @@ void strata::addCompileSubcommand(CLI::App &app) {
   cmd->add_option("--cluster", opts->cluster,
                   "Where it runs: local:N (N CPU ranks on this machine)")
       ->capture_default_str();
+  cmd->add_option("--pin", opts->pins,
+                  "Fix a plan field (dp, tp, pp, micro_batch, zero, sp, ...; "
+                  "repeatable); the planner chooses the rest");
+  cmd->add_option("--bucket-bytes", opts->bucketBytes,
+                  "Target size of data-parallel gradient buckets")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-o,--output", opts->output, "The executable to write")
       ->required();
   cmd->add_option("--emit-ir", opts->emitIr,

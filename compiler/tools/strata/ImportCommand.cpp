@@ -36,6 +36,7 @@ int runImport(const ImportOptions &opts) {
   mlir::DialectRegistry registry;
   registerImportDialects(registry);
   mlir::MLIRContext ctx(registry);
+  ctx.printOpOnDiagnostic(false);
   // Verifier errors carry the spec's file:line:col; print them plainly.
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);

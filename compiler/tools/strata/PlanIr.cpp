@@ -32,6 +32,7 @@ bool strata::emitPlannedIr(const std::string &modelPath,
   mlir::DialectRegistry registry;
   registerImportDialects(registry);
   mlir::MLIRContext ctx(registry);
+  ctx.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*spec, ctx);

@@ -9,6 +9,7 @@
 #include "compiler/tools/strata/Commands.h"
 
 #include "compiler/planner/PlanCommand.h"
+#include "passes/Passes.h"
 
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
                "Describe a model and a cluster; Strata plans data, tensor and\n"
                "pipeline parallelism and emits one launchable executable.",
                "strata"};
+  strata::registerStrataPasses();
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every command");
   strata::addImportSubcommand(app);

@@ -10,16 +10,26 @@
 
 namespace strata::rt::testprograms {
 
-Program buildMlpProgram(const MlpConfig &c) {
+namespace {
+
+ModelMeta mlpMeta(const MlpConfig &c, uint32_t replicas) {
   ModelMeta meta;
   meta.family = "mlp";
   meta.vocab = c.vocab;
   meta.seqLen = c.seqLen;
   meta.microBatch = c.microBatch;
   meta.numMicrobatches = c.numMicrobatches;
-  meta.globalBatch = c.microBatch * c.numMicrobatches;
+  meta.globalBatch = c.microBatch * c.numMicrobatches * replicas;
   meta.seed = 1234;
-  meta.planDescription = "hand-built MLP test program, 1 rank";
+  meta.worldSize = replicas;
+  meta.planDescription = replicas == 1
+                             ? "hand-built MLP test program, 1 rank"
+                             : "hand-built data-parallel MLP, dp=" +
+                                   std::to_string(replicas);
+  return meta;
+}
+
+TrainConfig mlpTrain(const MlpConfig &c) {
   TrainConfig train;
   train.optimizer = c.optimizer;
   train.lr = c.lr;
@@ -31,19 +41,44 @@ Program buildMlpProgram(const MlpConfig &c) {
   train.minLr = c.lr / 10;
   train.gradClip = c.gradClip;
   train.defaultSteps = 30;
+  return train;
+}
 
-  ProgramBuilder b(meta, train);
+/// Emits one replica's MLP. With dpGroup >= 0 the gradients are summed over
+/// that group of `replicas` ranks.
+void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
+             const DataParallelConfig &dp) {
+  const uint32_t replicas = dpGroup >= 0 ? dp.replicas : 1;
+  const uint32_t rank = b.rankProgram().rank;
   b.addInputs();
+  b.setDataRowStart(int64_t(rank) * c.microBatch * c.numMicrobatches);
   const int64_t N = c.microBatch * c.seqLen, H = c.hidden, F = c.ffn,
                 V = c.vocab;
-  uint32_t wte =
-      b.addParam("wte.weight", {V, H}, InitKind::Normal, c.initStd, true);
-  uint32_t w1 =
-      b.addParam("fc1.weight", {H, F}, InitKind::Normal, c.initStd, true);
-  uint32_t b1 = b.addParam("fc1.bias", {F}, InitKind::Zeros, 0, false);
-  uint32_t w2 =
-      b.addParam("fc2.weight", {F, V}, InitKind::Normal, c.initStd, true);
-  uint32_t b2 = b.addParam("fc2.bias", {V}, InitKind::Zeros, 0, false);
+  auto addParam = [&](const std::string &name, std::vector<int64_t> shape,
+                      InitKind init, double std, bool wd) {
+    if (!dp.zero || dpGroup < 0)
+      return b.addParam(name, shape, init, std, wd);
+    ParamDesc p;
+    p.name = name;
+    p.value = b.addBuffer(name, shape);
+    p.grad = b.addBuffer(name + ".grad", shape);
+    int64_t slice = shapeElements(shape) / replicas;
+    for (const char *suffix : {".exp_avg", ".exp_avg_sq"})
+      p.state.push_back(b.addBuffer(name + suffix, {slice}));
+    p.stateOffset = int64_t(rank) * slice;
+    p.init = init;
+    p.initStd = std;
+    p.weightDecay = wd;
+    return b.addParamWithBuffers(p);
+  };
+  uint32_t wte = addParam("wte.weight", {V, H}, InitKind::Normal, c.initStd,
+                          true);
+  uint32_t w1 = addParam("fc1.weight", {H, F}, InitKind::Normal, c.initStd,
+                         true);
+  uint32_t b1 = addParam("fc1.bias", {F}, InitKind::Zeros, 0, false);
+  uint32_t w2 = addParam("fc2.weight", {F, V}, InitKind::Normal, c.initStd,
+                         true);
+  uint32_t b2 = addParam("fc2.bias", {V}, InitKind::Zeros, 0, false);
   uint32_t x = b.addBuffer("x", {N, H});
   uint32_t h = b.addBuffer("h", {N, F});
   uint32_t g = b.addBuffer("g", {N, F});
@@ -54,38 +89,111 @@ Program buildMlpProgram(const MlpConfig &c) {
   uint32_t dh = b.addBuffer("dh", {N, F});
   uint32_t dx = b.addBuffer("dx", {N, H});
 
-  const auto mb = SequenceKind::Microbatch;
-  auto linear = [&](uint32_t in, uint32_t w, uint32_t bias, uint32_t out,
-                    int64_t k, int64_t n) {
-    b.emit(mb, Opcode::Matmul, {in, b.value(w), out}, {1, N, n, k, 0, 0, 0},
+  // The gradient all-reduce starts overlap the rest of the last backward.
+  std::vector<SequenceKind> kinds = {SequenceKind::Microbatch};
+  if (dpGroup >= 0 && dp.overlap)
+    kinds.push_back(SequenceKind::LastMicrobatch);
+  for (SequenceKind mb : kinds) {
+    bool last = mb == SequenceKind::LastMicrobatch;
+    auto gradDone = [&](uint32_t param) {
+      if (last)
+        b.emit(mb, Opcode::AllReduceStart, {b.grad(param)},
+               {dpGroup, 0, int64_t(param)});
+    };
+    auto linear = [&](uint32_t in, uint32_t w, uint32_t bias, uint32_t out,
+                      int64_t k, int64_t n) {
+      b.emit(mb, Opcode::Matmul, {in, b.value(w), out}, {1, N, n, k, 0, 0, 0},
+             {1.0, 0.0});
+      b.emit(mb, Opcode::BiasAdd, {out, b.value(bias), out}, {n});
+    };
+    b.emit(mb, Opcode::EmbeddingFwd, {b.tokens(), b.value(wte), x}, {V, H, 0});
+    linear(x, w1, b1, h, H, F);
+    b.emit(mb, Opcode::GeluFwd, {h, g});
+    linear(g, w2, b2, logits, F, V);
+    b.emit(mb, Opcode::CrossEntropyFwd, {logits, b.targets(), b.loss(), lse},
+           {V});
+    // The step's loss is the mean over all tokens of the global batch.
+    double scale = 1.0 / double(N * c.numMicrobatches * replicas);
+    b.emit(mb, Opcode::CrossEntropyBwd, {logits, b.targets(), lse, dlogits},
+           {V}, {scale});
+    b.emit(mb, Opcode::BiasGrad, {dlogits, b.grad(b2)}, {V});
+    gradDone(b2);
+    b.emit(mb, Opcode::Matmul, {g, dlogits, b.grad(w2)},
+           {1, F, V, N, 1, 0, 0}, {1.0, 1.0});
+    gradDone(w2);
+    b.emit(mb, Opcode::Matmul, {dlogits, b.value(w2), dg},
+           {1, N, F, V, 0, 1, 0}, {1.0, 0.0});
+    b.emit(mb, Opcode::GeluBwd, {h, dg, dh});
+    b.emit(mb, Opcode::BiasGrad, {dh, b.grad(b1)}, {F});
+    gradDone(b1);
+    b.emit(mb, Opcode::Matmul, {x, dh, b.grad(w1)}, {1, H, F, N, 1, 0, 0},
+           {1.0, 1.0});
+    gradDone(w1);
+    b.emit(mb, Opcode::Matmul, {dh, b.value(w1), dx}, {1, N, H, F, 0, 1, 0},
            {1.0, 0.0});
-    b.emit(mb, Opcode::BiasAdd, {out, b.value(bias), out}, {n});
-  };
-  b.emit(mb, Opcode::EmbeddingFwd, {b.tokens(), b.value(wte), x}, {V, H, 0});
-  linear(x, w1, b1, h, H, F);
-  b.emit(mb, Opcode::GeluFwd, {h, g});
-  linear(g, w2, b2, logits, F, V);
-  b.emit(mb, Opcode::CrossEntropyFwd, {logits, b.targets(), b.loss(), lse},
-         {V});
-  // The step's loss is the mean over all tokens of all micro-batches.
-  double scale = 1.0 / double(N * c.numMicrobatches);
-  b.emit(mb, Opcode::CrossEntropyBwd, {logits, b.targets(), lse, dlogits}, {V},
-         {scale});
-  b.emit(mb, Opcode::BiasGrad, {dlogits, b.grad(b2)}, {V});
-  b.emit(mb, Opcode::Matmul, {g, dlogits, b.grad(w2)}, {1, F, V, N, 1, 0, 0},
-         {1.0, 1.0});
-  b.emit(mb, Opcode::Matmul, {dlogits, b.value(w2), dg}, {1, N, F, V, 0, 1, 0},
-         {1.0, 0.0});
-  b.emit(mb, Opcode::GeluBwd, {h, dg, dh});
-  b.emit(mb, Opcode::BiasGrad, {dh, b.grad(b1)}, {F});
-  b.emit(mb, Opcode::Matmul, {x, dh, b.grad(w1)}, {1, H, F, N, 1, 0, 0},
-         {1.0, 1.0});
-  b.emit(mb, Opcode::Matmul, {dh, b.value(w1), dx}, {1, N, H, F, 0, 1, 0},
-         {1.0, 0.0});
-  b.emit(mb, Opcode::EmbeddingBwd, {b.tokens(), dx, b.grad(wte)}, {V, H, 0});
+    b.emit(mb, Opcode::EmbeddingBwd, {b.tokens(), dx, b.grad(wte)},
+           {V, H, 0});
+    gradDone(wte);
+  }
   b.emitZeroGrads();
-  b.emitOptimizerStep();
+  const RankProgram &rp = b.rankProgram();
+  if (dpGroup >= 0)
+    for (uint32_t p = 0; p < rp.params.size(); ++p) {
+      if (dp.overlap)
+        b.emit(SequenceKind::Update, Opcode::Wait, {}, {int64_t(p)});
+      else
+        b.emit(SequenceKind::Update, Opcode::AllReduce, {b.grad(p)},
+               {dpGroup, 0});
+    }
+  if (!dp.zero || dpGroup < 0) {
+    b.emitOptimizerStep();
+    return;
+  }
+  // ZeRO-1: the grads are whole and global, so the norm and clipping are as
+  // in one rank; each replica then updates and gathers its slice.
+  const TrainConfig train = mlpTrain(c);
+  uint32_t sumsq = b.addBuffer("grad_sumsq", {1}, DType::F64);
+  b.rankProgram().gradSumSq = sumsq;
+  std::vector<uint32_t> operands = {sumsq};
+  for (const ParamDesc &p : rp.params)
+    operands.push_back(p.grad);
+  b.emit(SequenceKind::Update, Opcode::GradSumSq, operands);
+  b.emit(SequenceKind::Update, Opcode::ClipGrads, operands, {},
+         {train.gradClip});
+  for (uint32_t i = 0; i < rp.params.size(); ++i) {
+    ParamDesc p = rp.params[i];
+    int64_t slice = rp.buffers[p.state[0]].numElements();
+    uint64_t byteOffset = uint64_t(p.stateOffset) * 4;
+    uint32_t value = b.addAlias(p.name + ".slice", p.value, {slice}, byteOffset);
+    uint32_t grad =
+        b.addAlias(p.name + ".grad.slice", p.grad, {slice}, byteOffset);
+    b.emit(SequenceKind::Update, Opcode::AdamWStep,
+           {value, grad, p.state[0], p.state[1]}, {},
+           {train.beta1, train.beta2, train.eps,
+            p.weightDecay ? train.weightDecay : 0.0});
+    b.emit(SequenceKind::Update, Opcode::AllGather, {value, p.value},
+           {dpGroup});
+  }
+}
+
+} // namespace
+
+Program buildMlpProgram(const MlpConfig &c) {
+  ProgramBuilder b(mlpMeta(c, 1), mlpTrain(c));
+  emitMlp(b, c, -1, {});
   return b.finish();
+}
+
+Program buildDataParallelMlp(const MlpConfig &c, const DataParallelConfig &dp) {
+  MultiRankProgramBuilder mb(mlpMeta(c, dp.replicas), mlpTrain(c));
+  std::vector<uint32_t> all;
+  for (uint32_t r = 0; r < dp.replicas; ++r)
+    all.push_back(r);
+  uint32_t group = mb.addGroup("dp", all);
+  for (uint32_t r = 0; r < dp.replicas; ++r)
+    emitMlp(mb.rank(r), c, group, dp);
+  mb.setLossRanks(all);
+  return mb.finish();
 }
 
 } // namespace strata::rt::testprograms

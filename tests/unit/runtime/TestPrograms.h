@@ -25,6 +25,23 @@ struct MlpConfig {
 /// backward, gradient accumulation over micro-batches and the optimizer.
 Program buildMlpProgram(const MlpConfig &config = {});
 
+/// How the data-parallel MLP reduces its gradients.
+struct DataParallelConfig {
+  uint32_t replicas = 2;
+  /// Start each gradient's all-reduce in last_microbatch as soon as it is
+  /// final and wait in update (otherwise blocking all-reduces in update).
+  bool overlap = true;
+  /// ZeRO-1: each replica keeps AdamW state for a 1/replicas slice of each
+  /// parameter, updates that slice and all-gathers the parameter in place.
+  bool zero = false;
+};
+
+/// The same model and training step on `replicas` ranks: each replica runs
+/// config.numMicrobatches micro-batches of config.microBatch rows (global
+/// batch = replicas x that) and the gradients are summed over group "dp".
+Program buildDataParallelMlp(const MlpConfig &config,
+                             const DataParallelConfig &dp);
+
 } // namespace strata::rt::testprograms
 
 #endif // STRATA_TESTS_UNIT_RUNTIME_TESTPROGRAMS_H

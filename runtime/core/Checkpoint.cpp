@@ -1,0 +1,598 @@
+//===- Checkpoint.cpp - Parameter init, --init weights and checkpoints ----===//
+//
+// Part of the Strata project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every value a rank holds is defined on the whole tensor's element indices
+// (ParamLayout.h), so initialisation and loading never depend on the plan.
+// A one-rank run saves whole tensors (model.safetensors is a plain weights
+// file); a multi-rank run saves one file per rank plus index.json, and can
+// only be resumed under the same plan (docs/runtime.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/core/ParamLayout.h"
+#include "runtime/core/Random.h"
+#include "runtime/core/Trainer.h"
+#include "runtime/format/Bundle.h"
+#include "runtime/io/SafeTensors.h"
+#include "runtime/support/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <unistd.h>
+
+namespace strata::rt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char *kCheckpointFormat = "strata-checkpoint";
+constexpr int kCheckpointVersion = 1;
+
+std::vector<std::string> stateSuffixes(OptimizerKind kind) {
+  if (kind == OptimizerKind::AdamW)
+    return {".exp_avg", ".exp_avg_sq"};
+  return {".momentum"};
+}
+
+const char *optimizerName(OptimizerKind kind) {
+  return kind == OptimizerKind::AdamW ? "adamw" : "sgd";
+}
+
+std::string listNames(const std::vector<std::string> &names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 8; ++i)
+    s += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > 8)
+    s += " and " + std::to_string(names.size() - 8) + " more";
+  return s;
+}
+
+std::string rankFileName(uint32_t rank) {
+  char name[64];
+  std::snprintf(name, sizeof name, "rank-%05u.safetensors", rank);
+  return name;
+}
+
+const ParamDesc *findParam(const RankProgram &rank, const std::string &name) {
+  for (const ParamDesc &p : rank.params)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+std::vector<float> readExactF32(const SafeTensorsFile &file,
+                                const std::string &name) {
+  const SafeTensorInfo &info = *file.find(name);
+  if (info.dtype != "F32")
+    fail(file.path(), ": tensor '", name, "' is ", info.dtype,
+         "; a checkpoint must hold F32 to resume exactly");
+  return file.readF32(info);
+}
+
+nlohmann::json readJson(const std::string &path, const std::string &what) {
+  std::ifstream in(path);
+  if (!in)
+    fail(what, ": cannot read ", path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception &e) {
+    fail(path, ": malformed checkpoint state: ", e.what());
+  }
+}
+
+/// Moves a complete temporary checkpoint directory into place; an existing
+/// target is moved aside first and restored if the rename fails.
+void publishDirectory(const fs::path &tmp, const fs::path &target,
+                      const std::string &dir) {
+  std::error_code ec;
+  fs::path old = target.string() + ".old-" + std::to_string(::getpid());
+  bool hadOld = fs::exists(target, ec);
+  if (hadOld) {
+    fs::rename(target, old, ec);
+    if (ec) {
+      fs::remove_all(tmp, ec);
+      fail("--save ", dir, ": cannot move the old checkpoint aside");
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    std::error_code ignore;
+    if (hadOld)
+      fs::rename(old, target, ignore);
+    fs::remove_all(tmp, ignore);
+    fail("--save ", dir,
+         ": cannot rename the new checkpoint into place: ", ec.message());
+  }
+  if (hadOld)
+    fs::remove_all(old, ec);
+}
+
+void checkSaveTarget(const std::string &dir) {
+  fs::path target(dir);
+  std::error_code ec;
+  if (fs::exists(target, ec) && !isCheckpointDirectory(dir))
+    fail("--save ", dir,
+         ": exists and is not a Strata checkpoint; choose another directory");
+}
+
+} // namespace
+
+bool isCheckpointDirectory(const std::string &dir) {
+  fs::path target(dir);
+  std::error_code ec;
+  return fs::is_directory(target, ec) &&
+         (fs::is_empty(target, ec) || fs::exists(target / "trainer.json") ||
+          fs::exists(target / "index.json"));
+}
+
+void Trainer::initParameters() {
+  const RankProgram &rp = rankProgram();
+  for (const ParamDesc &p : rp.params) {
+    ParamLayout layout = layoutOf(rp, p);
+    std::vector<float> v(rp.buffers[p.value].numElements(), 0.0f);
+    uint64_t key = initKey(seed_, p.name);
+    // Padding past the global shape stays zero whatever the init.
+    if (p.init == InitKind::Ones)
+      forEachInRange(layout, [&](int64_t l, int64_t) { v[l] = 1.0f; });
+    else if (p.init == InitKind::Normal)
+      forEachInRange(layout, [&](int64_t l, int64_t g) {
+        v[l] = float(p.initStd * standardNormal(key, g));
+      });
+    writeF32(p.value, v);
+    writeF32(p.grad, std::vector<float>(rp.buffers[p.grad].numElements()));
+    for (uint32_t s : p.state)
+      writeF32(s, std::vector<float>(rp.buffers[s].numElements()));
+  }
+  step_ = 0;
+}
+
+void Trainer::checkWeightsFile(const SafeTensorsFile &file,
+                               const std::vector<std::string> &expected) const {
+  std::set<std::string> want(expected.begin(), expected.end());
+  std::vector<std::string> missing, extra;
+  for (const std::string &name : expected)
+    if (!file.find(name))
+      missing.push_back(name);
+  for (const SafeTensorInfo &t : file.tensors())
+    if (!want.count(t.name))
+      extra.push_back(t.name);
+  if (!missing.empty() || !extra.empty()) {
+    std::string msg = file.path() + ": tensors do not match the model's "
+                                    "parameters.";
+    if (!missing.empty())
+      msg += " Missing: " + listNames(missing) + ".";
+    if (!extra.empty())
+      msg += " Not in the model: " + listNames(extra) + ".";
+    fail(msg, " Use a checkpoint of this model (parameter names as in "
+              "the model spec).");
+  }
+}
+
+void Trainer::loadParamValue(const ParamDesc &param,
+                             const std::vector<float> &global,
+                             const std::vector<int64_t> &fileShape,
+                             const std::string &source) {
+  ParamLayout layout = layoutOf(rankProgram(), param);
+  if (fileShape != layout.checkpoint)
+    fail(source, ": tensor '", param.name, "' has shape ",
+         shapeString(fileShape), ", the model needs ",
+         shapeString(layout.checkpoint));
+  std::vector<float> local(rankProgram().buffers[param.value].numElements(),
+                           0.0f);
+  forEachInRange(layout, [&](int64_t l, int64_t g) { local[l] = global[g]; });
+  writeF32(param.value, local);
+}
+
+void Trainer::loadInitialWeights(const std::string &path) {
+  initParameters(); // Zero grads and optimizer state.
+  SafeTensorsFile file = SafeTensorsFile::open(path);
+  std::vector<std::string> names;
+  for (const ParamDesc &p : rankProgram().params)
+    names.push_back(p.name);
+  checkWeightsFile(file, names);
+  for (const ParamDesc &p : rankProgram().params) {
+    const SafeTensorInfo &info = *file.find(p.name);
+    loadParamValue(p, file.readF32(info), info.shape, "--init " + path);
+  }
+}
+
+uint32_t Trainer::valueOwner(uint32_t rank, const ParamDesc &param) const {
+  ParamLayout mine = layoutOf(program_.ranks[rank], param);
+  for (uint32_t r = 0; r < rank; ++r) {
+    const ParamDesc *other = findParam(program_.ranks[r], param.name);
+    if (!other)
+      continue;
+    ParamLayout theirs = layoutOf(program_.ranks[r], *other);
+    if (theirs.local == mine.local && theirs.view == mine.view &&
+        theirs.start == mine.start)
+      return r;
+  }
+  return rank;
+}
+
+uint32_t Trainer::stateOwner(uint32_t rank, const ParamDesc &param) const {
+  ParamLayout mine = layoutOf(program_.ranks[rank], param);
+  for (uint32_t r = 0; r < rank; ++r) {
+    const ParamDesc *other = findParam(program_.ranks[r], param.name);
+    if (other && layoutOf(program_.ranks[r], *other) == mine)
+      return r;
+  }
+  return rank;
+}
+
+std::string Trainer::layoutFingerprint() const {
+  std::string text = optimizerName(program_.train.optimizer);
+  for (const RankProgram &rank : program_.ranks) {
+    text += "|rank" + std::to_string(rank.rank);
+    for (const ParamDesc &p : rank.params) {
+      ParamLayout l = layoutOf(rank, p);
+      text += "|" + p.name + shapeString(l.local) + shapeString(l.view) +
+              shapeString(l.start) + shapeString(l.checkpoint) + "+" +
+              std::to_string(l.stateOffset) + ":" +
+              std::to_string(l.stateCount);
+    }
+  }
+  uint64_t h = fnv1a64(reinterpret_cast<const uint8_t *>(text.data()),
+                       text.size());
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
+  return hex;
+}
+
+void Trainer::saveCheckpoint(const std::string &dir) const {
+  if (worldSize() == 1)
+    saveSingleRank(dir);
+  else
+    saveMultiRank(dir);
+}
+
+void Trainer::loadCheckpoint(const std::string &dir) {
+  fs::path root(dir);
+  bool perRank = fs::exists(root / "index.json");
+  bool single = fs::exists(root / "trainer.json");
+  if (!perRank && !single)
+    fail("--resume ", dir,
+         ": no trainer.json or index.json; not a Strata checkpoint "
+         "directory (written by --save)");
+  if (single && worldSize() != 1)
+    fail("--resume ", dir, ": the checkpoint was saved by a 1-rank run; "
+         "this program runs on ", worldSize(), " ranks (plan: ",
+         program_.meta.planDescription,
+         "). Resume with the program that wrote it.");
+  if (perRank)
+    loadMultiRank(dir);
+  else
+    loadSingleRank(dir);
+}
+
+void Trainer::saveSingleRank(const std::string &dir) const {
+  const RankProgram &rp = rankProgram();
+  fs::path target(dir);
+  checkSaveTarget(dir);
+  // Gather everything before touching the file system.
+  std::vector<std::vector<float>> values, states;
+  std::vector<SafeTensorToWrite> model, optimizer;
+  std::vector<std::string> suffixes = stateSuffixes(program_.train.optimizer);
+  values.reserve(rp.params.size());
+  states.reserve(rp.params.size() * suffixes.size());
+  std::vector<std::string> stateNames;
+  stateNames.reserve(rp.params.size() * suffixes.size());
+  for (const ParamDesc &p : rp.params) {
+    ParamLayout layout = layoutOf(rp, p);
+    if (!layout.coversWhole())
+      fail("--save ", dir, ": parameter '", p.name, "' holds only part of ",
+           shapeString(layout.view), " on the only rank; the program is "
+           "inconsistent, recompile it");
+    std::vector<float> local = readF32(p.value);
+    values.emplace_back(shapeElements(layout.checkpoint));
+    forEachInRange(layout, [&](int64_t l, int64_t g) {
+      values.back()[g] = local[l];
+    });
+    model.push_back({p.name, "F32", layout.checkpoint, values.back().data(),
+                     values.back().size() * 4});
+    for (size_t s = 0; s < p.state.size(); ++s) {
+      states.push_back(readF32(p.state[s]));
+      stateNames.push_back(p.name + suffixes[s]);
+      optimizer.push_back({stateNames.back(), "F32",
+                           rp.buffers[p.state[s]].shape, states.back().data(),
+                           states.back().size() * 4});
+    }
+  }
+  nlohmann::json state = {
+      {"format", kCheckpointFormat},
+      {"version", kCheckpointVersion},
+      {"family", program_.meta.family},
+      {"optimizer", optimizerName(program_.train.optimizer)},
+      {"step", step_},
+      {"seed", seed_},
+      {"data_position", step_ * program_.meta.globalBatch},
+      {"rng", {{"kind", "counter-splitmix64"}, {"seed", seed_}}},
+  };
+
+  std::error_code ec;
+  fs::path tmp = target.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directories(tmp, ec))
+    fail("--save ", dir, ": cannot create ", tmp.string(), ": ", ec.message());
+  try {
+    std::map<std::string, std::string> meta = {{"format", "pt"}};
+    writeSafeTensors((tmp / "model.safetensors").string(), model, meta);
+    writeSafeTensors((tmp / "optimizer.safetensors").string(), optimizer, meta);
+    std::string text = state.dump(2) + "\n";
+    writeFileAtomically((tmp / "trainer.json").string(),
+                        std::vector<uint8_t>(text.begin(), text.end()), false);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  publishDirectory(tmp, target, dir);
+}
+
+/// Reads trainer state shared by both layouts; checks optimizer and step.
+static void readTrainerState(const nlohmann::json &state,
+                             const std::string &path, OptimizerKind optimizer,
+                             int64_t &step, uint64_t &seed) {
+  try {
+    if (state.at("format").get<std::string>() != kCheckpointFormat ||
+        state.at("version").get<int>() != kCheckpointVersion)
+      fail(path, ": unsupported checkpoint format or version");
+    std::string opt = state.at("optimizer").get<std::string>();
+    if (opt != optimizerName(optimizer))
+      fail(path, ": checkpoint was trained with ", opt,
+           " but this program uses ", optimizerName(optimizer));
+    step = state.at("step").get<int64_t>();
+    if (step < 0)
+      fail(path, ": negative step");
+    seed = state.at("seed").get<uint64_t>();
+  } catch (const nlohmann::json::exception &e) {
+    fail(path, ": malformed checkpoint state: ", e.what());
+  }
+}
+
+void Trainer::loadSingleRank(const std::string &dir) {
+  fs::path root(dir);
+  std::string statePath = (root / "trainer.json").string();
+  readTrainerState(readJson(statePath, "--resume " + dir), statePath,
+                   program_.train.optimizer, step_, seed_);
+
+  const RankProgram &rp = rankProgram();
+  std::string modelPath = (root / "model.safetensors").string();
+  std::string optPath = (root / "optimizer.safetensors").string();
+  SafeTensorsFile model = SafeTensorsFile::open(modelPath);
+  SafeTensorsFile optimizer = SafeTensorsFile::open(optPath);
+  std::vector<std::string> names, stateNames;
+  std::vector<std::string> suffixes = stateSuffixes(program_.train.optimizer);
+  for (const ParamDesc &p : rp.params) {
+    names.push_back(p.name);
+    for (const std::string &s : suffixes)
+      stateNames.push_back(p.name + s);
+  }
+  checkWeightsFile(model, names);
+  checkWeightsFile(optimizer, stateNames);
+  for (const ParamDesc &p : rp.params) {
+    loadParamValue(p, readExactF32(model, p.name), model.find(p.name)->shape,
+                   modelPath);
+    for (size_t s = 0; s < p.state.size(); ++s) {
+      std::string name = p.name + suffixes[s];
+      const SafeTensorInfo &info = *optimizer.find(name);
+      if (info.shape != rp.buffers[p.state[s]].shape)
+        fail(optPath, ": tensor '", name, "' has shape ",
+             shapeString(info.shape), ", the model needs ",
+             shapeString(rp.buffers[p.state[s]].shape));
+      writeF32(p.state[s], readExactF32(optimizer, name));
+    }
+    writeF32(p.grad, std::vector<float>(rp.buffers[p.grad].numElements()));
+  }
+}
+
+void Trainer::saveMultiRank(const std::string &dir) const {
+  Communicator &world = comms_->world();
+  const uint32_t W = worldSize();
+  fs::path target(dir);
+  // Every rank names the same temporary directory: the ranks of one job
+  // share the file system the checkpoint goes to.
+  fs::path tmp = target.string() + ".tmp-save";
+  // All ranks learn whether every rank succeeded, so none is left waiting;
+  // a failing rank reports its own error, the others name it.
+  auto agree = [&](const std::string &localError, const char *phase) {
+    std::vector<double> failed(W, 0.0);
+    if (!localError.empty())
+      failed[rank_] = 1.0;
+    world.allReduce(failed.data(), W, DType::F64, ReduceOp::Sum);
+    std::string ranks;
+    for (uint32_t r = 0; r < W; ++r)
+      if (failed[r] > 0)
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    if (ranks.empty())
+      return;
+    std::error_code ec;
+    if (rank_ == 0)
+      fs::remove_all(tmp, ec);
+    if (!localError.empty())
+      throw RuntimeError(localError);
+    throw CollectiveError("--save " + dir + ": " + phase +
+                          " failed on rank(s) " + ranks +
+                          "; an existing checkpoint is left unchanged");
+  };
+  auto attempt = [](auto &&body) -> std::string {
+    try {
+      body();
+      return {};
+    } catch (const std::exception &e) {
+      return e.what();
+    }
+  };
+
+  agree(attempt([&] {
+          if (rank_ != 0)
+            return;
+          checkSaveTarget(dir);
+          std::error_code ec;
+          fs::remove_all(tmp, ec);
+          if (!fs::create_directories(tmp, ec))
+            fail("--save ", dir, ": cannot create ", tmp.string(), ": ",
+                 ec.message());
+        }),
+        "creating the temporary directory");
+
+  const RankProgram &rp = rankProgram();
+  std::vector<std::string> suffixes = stateSuffixes(program_.train.optimizer);
+  agree(attempt([&] {
+          std::vector<std::vector<float>> data;
+          std::vector<SafeTensorToWrite> tensors;
+          std::vector<std::string> names;
+          data.reserve(rp.params.size() * (1 + suffixes.size()));
+          names.reserve(data.capacity());
+          for (const ParamDesc &p : rp.params) {
+            ParamLayout layout = layoutOf(rp, p);
+            if (valueOwner(rank_, p) == rank_) {
+              std::vector<float> local = readF32(p.value);
+              std::vector<float> piece;
+              piece.reserve(local.size());
+              forEachInRange(layout, [&](int64_t l, int64_t) {
+                piece.push_back(local[l]);
+              });
+              data.push_back(std::move(piece));
+              names.push_back(p.name);
+              tensors.push_back({names.back(), "F32", layout.clipped(),
+                                 data.back().data(), data.back().size() * 4});
+            }
+            if (stateOwner(rank_, p) == rank_)
+              for (size_t s = 0; s < p.state.size(); ++s) {
+                data.push_back(readF32(p.state[s]));
+                names.push_back(p.name + suffixes[s]);
+                tensors.push_back({names.back(), "F32",
+                                   {int64_t(data.back().size())},
+                                   data.back().data(),
+                                   data.back().size() * 4});
+              }
+          }
+          writeSafeTensors((tmp / rankFileName(rank_)).string(), tensors,
+                           {{"format", "pt"}});
+        }),
+        "writing the rank files");
+
+  agree(attempt([&] {
+          if (rank_ != 0)
+            return;
+          // Every rank's layout is in the program, so rank 0 can index
+          // every piece without gathering anything.
+          nlohmann::json tensors = nlohmann::json::object();
+          nlohmann::json states = nlohmann::json::object();
+          for (const RankProgram &r : program_.ranks)
+            for (const ParamDesc &p : r.params) {
+              ParamLayout l = layoutOf(r, p);
+              auto &t = tensors[p.name];
+              t["global_shape"] = l.view;
+              t["checkpoint_shape"] = l.checkpoint;
+              if (valueOwner(r.rank, p) == r.rank)
+                t["pieces"].push_back({{"file", rankFileName(r.rank)},
+                                       {"start", l.start},
+                                       {"shape", l.clipped()}});
+              if (stateOwner(r.rank, p) == r.rank)
+                for (const std::string &suffix : suffixes)
+                  states[p.name + suffix]["pieces"].push_back(
+                      {{"file", rankFileName(r.rank)},
+                       {"box_start", l.start},
+                       {"box_shape", l.local},
+                       {"offset", l.stateOffset},
+                       {"count", l.stateCount}});
+            }
+          nlohmann::json index = {
+              {"format", kCheckpointFormat},
+              {"version", kCheckpointVersion},
+              {"layout", "per-rank"},
+              {"world_size", W},
+              {"plan", program_.meta.planDescription},
+              {"layout_fingerprint", layoutFingerprint()},
+              {"family", program_.meta.family},
+              {"optimizer", optimizerName(program_.train.optimizer)},
+              {"step", step_},
+              {"seed", seed_},
+              {"data_position", step_ * program_.meta.globalBatch},
+              {"rng", {{"kind", "counter-splitmix64"}, {"seed", seed_}}},
+              {"tensors", tensors},
+              {"optimizer_state", states},
+          };
+          std::string text = index.dump(1) + "\n";
+          writeFileAtomically((tmp / "index.json").string(),
+                              std::vector<uint8_t>(text.begin(), text.end()),
+                              false);
+          publishDirectory(tmp, target, dir);
+        }),
+        "publishing the checkpoint");
+}
+
+void Trainer::loadMultiRank(const std::string &dir) {
+  fs::path root(dir);
+  std::string indexPath = (root / "index.json").string();
+  nlohmann::json index = readJson(indexPath, "--resume " + dir);
+  readTrainerState(index, indexPath, program_.train.optimizer, step_, seed_);
+  uint32_t savedWorld = 0;
+  std::string savedPlan, savedLayout;
+  try {
+    savedWorld = index.at("world_size").get<uint32_t>();
+    savedPlan = index.at("plan").get<std::string>();
+    savedLayout = index.at("layout_fingerprint").get<std::string>();
+  } catch (const nlohmann::json::exception &e) {
+    fail(indexPath, ": malformed checkpoint index: ", e.what());
+  }
+  if (savedWorld != worldSize() || savedLayout != layoutFingerprint())
+    fail("--resume ", dir, ": the checkpoint was saved by a run of ",
+         savedWorld, " ranks (plan: ", savedPlan, "); this program runs on ",
+         worldSize(), " ranks (plan: ", program_.meta.planDescription, ")",
+         savedWorld == worldSize() ? " with a different parameter layout"
+                                   : "",
+         ". Resume with the program that wrote it (same strata compile "
+         "flags), or start from its weights with --init");
+
+  const RankProgram &rp = rankProgram();
+  std::vector<std::string> suffixes = stateSuffixes(program_.train.optimizer);
+  std::map<uint32_t, SafeTensorsFile> files;
+  auto fileOf = [&](uint32_t owner) -> const SafeTensorsFile & {
+    auto it = files.find(owner);
+    if (it == files.end())
+      it = files
+               .emplace(owner, SafeTensorsFile::open(
+                                   (root / rankFileName(owner)).string()))
+               .first;
+    return it->second;
+  };
+  auto tensor = [&](const SafeTensorsFile &file, const std::string &name,
+                    const std::vector<int64_t> &shape) {
+    const SafeTensorInfo *info = file.find(name);
+    if (!info)
+      fail(file.path(), ": tensor '", name, "' is missing; the checkpoint "
+           "is incomplete");
+    if (info->shape != shape)
+      fail(file.path(), ": tensor '", name, "' has shape ",
+           shapeString(info->shape), ", this rank needs ", shapeString(shape));
+    return readExactF32(file, name);
+  };
+  for (const ParamDesc &p : rp.params) {
+    ParamLayout layout = layoutOf(rp, p);
+    std::vector<float> piece =
+        tensor(fileOf(valueOwner(rank_, p)), p.name, layout.clipped());
+    std::vector<float> local(rp.buffers[p.value].numElements(), 0.0f);
+    int64_t k = 0;
+    forEachInRange(layout, [&](int64_t l, int64_t) { local[l] = piece[k++]; });
+    writeF32(p.value, local);
+    const SafeTensorsFile &stateFile = fileOf(stateOwner(rank_, p));
+    for (size_t s = 0; s < p.state.size(); ++s)
+      writeF32(p.state[s], tensor(stateFile, p.name + suffixes[s],
+                                  {layout.stateCount}));
+    writeF32(p.grad, std::vector<float>(rp.buffers[p.grad].numElements()));
+  }
+}
+
+} // namespace strata::rt
