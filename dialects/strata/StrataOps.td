@@ -616,6 +616,16 @@ def Strata_AllGatherOp : Strata_ForwardOp<"all_gather"> {
                        DefaultValuedAttr<BoolAttr, "false">:$replicated);
   let results = (outs Strata_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+
+  let extraClassDeclaration = [{
+    /// `axis` in [0, rank): negative axes count from the end.
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getOperation()->getOperand(0).getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
 }
 
 def Strata_ReduceScatterOp : Strata_ForwardOp<"reduce_scatter"> {
@@ -633,6 +643,16 @@ def Strata_ReduceScatterOp : Strata_ForwardOp<"reduce_scatter"> {
                        I64Attr:$size);
   let results = (outs Strata_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+
+  let extraClassDeclaration = [{
+    /// `axis` in [0, rank): negative axes count from the end.
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getOperation()->getOperand(0).getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
 }
 
 def Strata_TakeSliceOp : Strata_ShapeOp<"take_slice"> {
@@ -649,6 +669,16 @@ def Strata_TakeSliceOp : Strata_ShapeOp<"take_slice"> {
                        I64Attr:$size);
   let results = (outs Strata_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+
+  let extraClassDeclaration = [{
+    /// `axis` in [0, rank): negative axes count from the end.
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getOperation()->getOperand(0).getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
