@@ -67,4 +67,61 @@ def StrataInsertGradientReduction
   let dependentDialects = ["::strata::StrataDialect"];
 }
 
+def StrataShardTensorParallel
+    : Pass<"strata-shard-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Rewrites @forward into one tensor-parallel rank's share (Megatron-LM)";
+  let description = [{
+    Recognises, by their dataflow, the column-parallel -> row-parallel blocks
+    of @forward (attention: the fused QKV projection sharded by heads, local
+    attention, output projection; MLP: up projection, activation, down
+    projection), the vocabulary projection before the loss, and the
+    embeddings of the vocabulary, and rewrites @forward into what rank
+    `tp-rank` of a tensor-parallel group of `tp` ranks computes: local
+    weight shards, `strata.replicate` before and `strata.all_reduce` after
+    each block, a vocabulary-parallel embedding (`row_start` + all_reduce)
+    with the vocabulary padded to a multiple of `tp`, and logits gathered
+    over the vocabulary before the loss. With `sp`, the residual stream and
+    the layer norms run on sequence shards (Korthikanti et al. 2022):
+    all_gather before and reduce_scatter after each block.
+
+    Sharded parameters keep their checkpoint names and carry
+    `strata.global_shape` (the checkpoint shape), `strata.shard_view` (a
+    row-major view of the checkpoint in which the shard is one box) and
+    `strata.shard_start` (the box's start in the view); the parameter's type
+    is the box's shape. Boxes of a padded vocabulary extend past the view.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel group size (>= 1)">,
+    Option<"tpRank", "tp-rank", "int64_t", "0",
+           "This rank's index in the tensor-parallel group, in [0, tp)">,
+    Option<"sp", "sp", "bool", "false",
+           "Sequence parallelism: the residual stream on sequence shards">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
+def StrataAssignPipelineStages
+    : Pass<"strata-assign-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Assigns every op of @forward to a pipeline stage";
+  let description = [{
+    Gives each op of @forward a `strata.stage` attribute: ops of repeated
+    layer `l` (`strata.layer`) go to the (virtual) stage whose layer range
+    holds `l` (`stage-layers`, one entry per virtual stage, in model order;
+    an even split when empty); ops before the first layer (embeddings) go to
+    stage 0 and ops that depend on the layers but belong to none (final norm,
+    logits, loss) to the last stage. Parameters and inputs used on several
+    stages are declared once per stage; such a parameter is marked
+    `strata.tied` so its partial gradients are summed across the stages
+    holding it (GPT-2's tied embedding). Autodiff copies the stage of each
+    forward op to its gradient ops.
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", "1", "Pipeline devices">,
+    Option<"vpp", "vpp", "int64_t", "1", "Virtual stages (model chunks) per device">,
+    ListOption<"stageLayers", "stage-layers", "int64_t",
+               "Layers of each virtual stage, in model order">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
 #endif // STRATA_PASSES_TD

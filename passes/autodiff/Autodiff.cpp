@@ -72,8 +72,14 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
     // Reverse sweep. grads[v] is the (summed) gradient of the loss wrt v.
     llvm::DenseMap<Value, Value> grads;
     Location lossLoc = loss.getLoc();
-    grads[loss] = b.create<ConstantOp>(lossLoc, loss.getType(),
-                                       b.getF64FloatAttr(scale));
+    auto seed = b.create<ConstantOp>(lossLoc, loss.getType(),
+                                     b.getF64FloatAttr(scale));
+    if (Operation *lossOp = loss.getDefiningOp())
+      if (Attribute stage = lossOp->getAttr("strata.stage"))
+        seed->setAttr("strata.stage", stage);
+    // Marks where the backward pass begins (pipeline schedules need it).
+    seed->setAttr("strata.backward_begin", b.getUnitAttr());
+    grads[loss] = seed;
     // A parameter's gradient is final once its earliest use (in forward
     // order) has been differentiated; it is handed to the training state
     // right then, so that data-parallel reduction can start while the rest
@@ -87,8 +93,12 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
         auto param = operand.getDefiningOp<ParamOp>();
         if (!param || --pendingUses[operand] != 0)
           continue;
-        if (Value g = grads.lookup(operand))
-          b.create<AccumulateGradOp>(param.getLoc(), g, param.getName());
+        if (Value g = grads.lookup(operand)) {
+          auto acc =
+              b.create<AccumulateGradOp>(param.getLoc(), g, param.getName());
+          if (Attribute stage = param->getAttr("strata.stage"))
+            acc->setAttr("strata.stage", stage);
+        }
       }
     };
     for (Operation *op : llvm::reverse(forwardOps)) {
@@ -110,8 +120,19 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
         // Ops whose results get only partial gradients (split) handle
         // nulls themselves; the others have a single result.
         SmallVector<Value> operandGrads;
+        Operation *before = b.getInsertionBlock()->empty()
+                                ? nullptr
+                                : &b.getInsertionBlock()->back();
         if (failed(diff.buildGradients(b, resultGrads, operandGrads)))
           return signalPassFailure();
+        // Gradient ops belong where their forward op does: the same layer
+        // and pipeline stage.
+        for (Operation *created = before ? before->getNextNode()
+                                         : &b.getInsertionBlock()->front();
+             created; created = created->getNextNode())
+          for (StringRef attr : {"strata.layer", "strata.stage"})
+            if (Attribute a = op->getAttr(attr))
+              created->setAttr(attr, a);
         for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
           if (!g)
             continue;

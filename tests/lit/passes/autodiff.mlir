@@ -23,8 +23,8 @@ module attributes {strata.training = {global_batch = 8 : i64, micro_batch = 2 : 
     // CHECK: %[[LOSS:.*]] = strata.cross_entropy
     %loss = strata.cross_entropy %l, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
     // micro_batch / global_batch = 0.25
-    // CHECK: %[[SEED:.*]] = strata.constant {value = 2.500000e-01 : f64} : tensor<f32>
-    // SCALE: strata.constant {value = 5.000000e-01 : f64} : tensor<f32>
+    // CHECK: %[[SEED:.*]] = strata.constant {strata.backward_begin, value = 2.500000e-01 : f64} : tensor<f32>
+    // SCALE: strata.constant {strata.backward_begin, value = 5.000000e-01 : f64} : tensor<f32>
     // CHECK: %[[DL:.*]] = strata.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SEED]]
     // Each parameter's gradient goes to the training state as soon as it is
     // final, in reverse order of use.

@@ -1,0 +1,128 @@
+//===- AssignPipelineStages.cpp - Ops to pipeline stages ------------------===//
+//
+// The stage of an op is a fact about the forward graph (which layer it
+// computes); it is decided here once, before autodiff, so that every
+// gradient op inherits its forward op's stage and the emitter only has to
+// read attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/strata/StrataOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/Pass.h"
+#include "passes/Passes.h"
+
+namespace strata {
+#define GEN_PASS_DEF_STRATAASSIGNPIPELINESTAGES
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+constexpr const char *kStage = "strata.stage";
+
+struct AssignPipelineStagesPass
+    : strata::impl::StrataAssignPipelineStagesBase<AssignPipelineStagesPass> {
+  using StrataAssignPipelineStagesBase::StrataAssignPipelineStagesBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      module.emitError("strata-assign-pipeline-stages runs on @forward, "
+                       "before strata-autodiff");
+      return signalPassFailure();
+    }
+    if (pp < 1 || vpp < 1) {
+      module.emitError("pp and vpp must be >= 1");
+      return signalPassFailure();
+    }
+    int64_t numStages = pp * vpp;
+    int64_t layers = 0;
+    forward.walk([&](Operation *op) {
+      if (auto l = op->getAttrOfType<IntegerAttr>("strata.layer"))
+        layers = std::max(layers, l.getInt() + 1);
+    });
+    if (numStages > 1 && layers < numStages) {
+      module.emitError("cannot split ")
+          << layers << " layer(s) into " << numStages
+          << " pipeline stages; use fewer stages (pp * vpp <= layers)";
+      return signalPassFailure();
+    }
+    // Layer -> stage, from the plan's layer counts or an even split.
+    SmallVector<int64_t> counts(stageLayers.begin(), stageLayers.end());
+    if (counts.empty())
+      for (int64_t s = 0; s < numStages; ++s)
+        counts.push_back(layers / numStages + (s < layers % numStages));
+    int64_t total = 0;
+    for (int64_t c : counts)
+      total += c;
+    if (int64_t(counts.size()) != numStages || total != layers) {
+      module.emitError("stage-layers must have pp * vpp = ")
+          << numStages << " entries summing to the model's " << layers
+          << " layers";
+      return signalPassFailure();
+    }
+    SmallVector<int64_t> stageOfLayer;
+    for (auto [s, c] : llvm::enumerate(counts))
+      stageOfLayer.append(c, s);
+
+    OpBuilder b(module.getContext());
+    Block &body = forward.getBody().front();
+    // Whether an op depends on some layer: decides embedding vs head side.
+    llvm::DenseSet<Operation *> afterLayers;
+    for (Operation &op : body) {
+      if (auto l = op.getAttrOfType<IntegerAttr>("strata.layer")) {
+        op.setAttr(kStage, b.getI64IntegerAttr(
+                               numStages == 1 ? 0 : stageOfLayer[l.getInt()]));
+        afterLayers.insert(&op);
+        continue;
+      }
+      if (isa<ParamOp, InputOp, func::ReturnOp>(op))
+        continue;
+      bool after = llvm::any_of(op.getOperands(), [&](Value v) {
+        return v.getDefiningOp() && afterLayers.count(v.getDefiningOp());
+      });
+      if (after)
+        afterLayers.insert(&op);
+      op.setAttr(kStage, b.getI64IntegerAttr(after ? numStages - 1 : 0));
+    }
+
+    // Declarations follow their users; one copy per stage that uses them.
+    SmallVector<Operation *> decls;
+    for (Operation &op : body)
+      if (isa<ParamOp, InputOp>(op))
+        decls.push_back(&op);
+    for (Operation *decl : decls) {
+      SmallVector<int64_t> stages;
+      for (Operation *user : decl->getUsers())
+        if (auto s = user->getAttrOfType<IntegerAttr>(kStage))
+          stages.push_back(s.getInt());
+      if (stages.empty())
+        stages.push_back(0);
+      llvm::sort(stages);
+      stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+      decl->setAttr(kStage, b.getI64IntegerAttr(stages[0]));
+      if (stages.size() > 1 && isa<ParamOp>(decl))
+        decl->setAttr("strata.tied", b.getUnitAttr());
+      Operation *insertAfter = decl;
+      for (int64_t s : llvm::drop_begin(stages)) {
+        b.setInsertionPointAfter(insertAfter);
+        Operation *copy = b.clone(*decl);
+        insertAfter = copy;
+        copy->setAttr(kStage, b.getI64IntegerAttr(s));
+        decl->getResult(0).replaceUsesWithIf(
+            copy->getResult(0), [&](OpOperand &use) {
+              auto us = use.getOwner()->getAttrOfType<IntegerAttr>(kStage);
+              return us && us.getInt() == s;
+            });
+      }
+    }
+  }
+};
+
+} // namespace
