@@ -17,319 +17,15 @@
 #include "compiler/emit/EmitProgram.h"
 
 #include "compiler/emit/MemoryPlan.h"
-#include "dialects/strata/StrataOps.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "runtime/format/ProgramBuilder.h"
+#include "compiler/emit/ProgramEmitter.h"
 #include "runtime/support/Error.h"
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace strata;
-namespace rtf = strata::rt;
+using namespace strata::emit;
 
-namespace {
-
-constexpr int64_t kPersistent = -1;
-
-struct LogicalBuffer {
-  std::string name;
-  std::vector<int64_t> shape;
-  rtf::DType dtype = rtf::DType::F32;
-  int root = -1; ///< Index of the buffer whose bytes this views; -1: itself.
-  uint64_t byteOffset = 0;
-  bool persistent = false;
-  int64_t first = INT64_MAX, last = -1;
-  uint32_t emitted = rtf::kNoBuffer; ///< Index in the ProgramBuilder.
-  uint64_t bytes() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return uint64_t(n) * rtf::dtypeBytes(dtype);
-  }
-};
-
-struct PendingInstruction {
-  rtf::Opcode opcode;
-  std::vector<int> operands;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
-  /// Only in the last micro-batch of a step (data-parallel reductions).
-  bool lastOnly = false;
-};
-
-/// A contiguous run [offset, offset + size) of a parameter's flat elements
-/// that this rank updates, with its optimizer state.
-struct UpdatePiece {
-  int value = -1, grad = -1;
-  std::vector<int> state;
-  int64_t paramOffset = 0; ///< Within the parameter's flat elements.
-};
-
-/// Gradients (and, under ZeRO, values) of a bucket's parameters laid out
-/// back to back in one flat buffer, padded to a multiple of the group size,
-/// so that one collective reduces them all.
-struct Bucket {
-  std::string group;
-  bool scatter = false; ///< reduce-scatter (ZeRO >= 1) instead of all-reduce
-  std::vector<std::string> params;
-  std::vector<int64_t> offsets; ///< Element offset of each param.
-  int64_t elements = 0;         ///< Padded total.
-  int flatGrad = -1, flatValue = -1, gradShard = -1;
-  int slot = -1;
-};
-
-struct ParamInfo {
-  ParamOp op;
-  int value = -1, grad = -1;
-  std::vector<UpdatePiece> pieces;
-  bool weightDecay = false;
-  bool updated = false;
-  /// Whether this rank's copy counts toward the global gradient norm (each
-  /// gradient element is counted on exactly one rank).
-  bool normOwner = true;
-  int bucket = -1;
-  std::vector<int> emptyState; ///< when this rank updates none of it
-};
-
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
-
-class ProgramEmitter {
-public:
-  ProgramEmitter(ModuleOp module, const ParallelContext &parallel)
-      : module(module), parallel(parallel) {}
-  LogicalResult run(rtf::ProgramBuilder &builder, EmitStats *stats);
-
-private:
-  // --- buffers ---
-  int newBuffer(const std::string &name, ArrayRef<int64_t> shape,
-                rtf::DType dtype, bool persistent = false) {
-    LogicalBuffer b;
-    b.name = name;
-    b.shape.assign(shape.begin(), shape.end());
-    b.dtype = dtype;
-    b.persistent = persistent;
-    buffers.push_back(std::move(b));
-    return buffers.size() - 1;
-  }
-  int viewOf(int base, const std::string &name, ArrayRef<int64_t> shape,
-             uint64_t extraOffset) {
-    int root = buffers[base].root < 0 ? base : buffers[base].root;
-    int v = newBuffer(name, shape, buffers[base].dtype,
-                      buffers[root].persistent);
-    buffers[v].root = root;
-    buffers[v].byteOffset = buffers[base].byteOffset + extraOffset;
-    return v;
-  }
-  std::string freshName(Operation *op) {
-    return "t" + std::to_string(nextName++) + "." +
-           op->getName().stripDialect().str();
-  }
-  FailureOr<rtf::DType> dtypeOf(Operation *op, Type t) {
-    Type e = cast<RankedTensorType>(t).getElementType();
-    if (e.isF32())
-      return rtf::DType::F32;
-    if (e.isInteger(32))
-      return rtf::DType::I32;
-    return op->emitError("the CPU runtime computes in float32 (and int32 "
-                         "token ids); got element type ")
-               << e << "; set the model's dtype to float32",
-           failure();
-  }
-  /// The buffer holding `v`, creating it (or using the gradient buffer it is
-  /// bound to) on first request.
-  FailureOr<int> result(Operation *op, Value v) {
-    auto it = valueBuffer.find(v);
-    if (it != valueBuffer.end())
-      return it->second;
-    auto bound = directBind.find(v);
-    if (bound != directBind.end())
-      return valueBuffer[v] = bound->second;
-    FailureOr<rtf::DType> dt = dtypeOf(op, v.getType());
-    if (failed(dt))
-      return failure();
-    int b = newBuffer(freshName(op), cast<RankedTensorType>(v.getType()).getShape(), *dt);
-    return valueBuffer[v] = b;
-  }
-  int operand(Value v) { return valueBuffer.lookup(v); }
-  bool accumulates(Value v) { return directBind.count(v) != 0; }
-
-  void emit(rtf::Opcode opcode, std::vector<int> operands,
-            std::vector<int64_t> ints = {}, std::vector<double> floats = {},
-            bool lastOnly = false) {
-    int64_t pos = pending.size();
-    for (int b : operands) {
-      LogicalBuffer &root =
-          buffers[buffers[b].root < 0 ? b : buffers[b].root];
-      root.first = std::min(root.first, pos);
-      root.last = std::max(root.last, pos);
-    }
-    pending.push_back({opcode, std::move(operands), std::move(ints),
-                       std::move(floats), lastOnly});
-  }
-  FailureOr<int64_t> groupId(Operation *op, StringRef axis) {
-    auto it = parallel.groupIds.find(axis.str());
-    if (it == parallel.groupIds.end())
-      return op->emitError("no process group '")
-                 << axis << "' in this plan (the partition passes and the "
-                 << "plan disagree)",
-             failure();
-    return it->second;
-  }
-  /// Ops that write their result with `+=` must start from zero unless the
-  /// result is a gradient buffer (zeroed once per step).
-  void zeroUnlessAccumulating(Value v, int buffer) {
-    if (!accumulates(v))
-      emit(rtf::Opcode::Fill, {buffer}, {}, {0.0});
-  }
-
-  // --- phases ---
-  LogicalResult collectBuckets(func::FuncOp step);
-  LogicalResult collectParams();
-  LogicalResult bindGradients(func::FuncOp step);
-  LogicalResult lowerCollective(Operation *op, bool &handled);
-  void planUpdates();
-  void emitUpdate(rtf::ProgramBuilder &builder);
-  void bindValue(Value v, int grad, Operation *sink);
-  LogicalResult lowerOp(Operation *op);
-  LogicalResult lowerOptimizer(func::FuncOp opt);
-  LogicalResult lowerMatmul(MatmulOp op);
-
-  ModuleOp module;
-  const ParallelContext &parallel;
-  std::vector<Bucket> buckets;
-  std::vector<LogicalBuffer> buffers;
-  std::vector<PendingInstruction> pending;
-  llvm::DenseMap<Value, int> valueBuffer;
-  llvm::DenseMap<Value, int> directBind;
-  /// Explicit `grad += v` instructions, emitted where `at` would have been.
-  llvm::DenseMap<Operation *, SmallVector<std::pair<Value, int>>> accumulateAt;
-  llvm::DenseSet<Operation *> absorbed;
-  llvm::StringMap<ParamInfo> params;
-  std::vector<std::string> paramOrder;
-  /// Saved forward statistics the gradient ops reuse: layer_norm -> (mean,
-  /// rstd), cross_entropy -> logsumexp.
-  llvm::DenseMap<Operation *, std::pair<int, int>> savedStats;
-  int tokens = -1, targets = -1, positions = -1, loss = -1;
-  int nextName = 0;
-  rtf::OptimizerKind optimizerKind = rtf::OptimizerKind::AdamW;
-  double weightDecay = 0.0;
-  double adamBeta1 = 0.9, adamBeta2 = 0.999, adamEps = 1e-8;
-  double sgdMomentum = 0.0;
-  int64_t globalBatch = 1;
-  bool sawUpdate = false;
-  double clip = 0.0;
-};
-
-LogicalResult ProgramEmitter::collectBuckets(func::FuncOp step) {
-  llvm::StringMap<int> seen;
-  for (auto bucketOp : step.getOps<GradientBucketOp>()) {
-    Bucket b;
-    b.group = bucketOp.getGroup().str();
-    b.scatter = bucketOp.getReduction() == "reduce_scatter";
-    if (!b.scatter && bucketOp.getReduction() != "all_reduce")
-      return bucketOp.emitError("unknown reduction '")
-             << bucketOp.getReduction() << "'";
-    if (failed(groupId(bucketOp, b.group)))
-      return failure();
-    for (Attribute a : bucketOp.getParams()) {
-      StringRef name = cast<StringAttr>(a).getValue();
-      if (!seen.try_emplace(name, buckets.size()).second)
-        return bucketOp.emitError("parameter '")
-               << name << "' is in two gradient buckets";
-      b.params.push_back(name.str());
-    }
-    b.slot = buckets.size();
-    if (b.slot >= rtf::kNumRequestSlots)
-      return bucketOp.emitError("more than ")
-             << rtf::kNumRequestSlots
-             << " gradient buckets; raise strata-insert-gradient-reduction's "
-                "bucket-bytes";
-    buckets.push_back(std::move(b));
-  }
-  return success();
-}
-
-LogicalResult ProgramEmitter::collectParams() {
-  llvm::StringMap<int> bucketOf;
-  for (auto [i, b] : llvm::enumerate(buckets))
-    for (const std::string &p : b.params)
-      bucketOf[p] = i;
-  WalkResult r = module.walk([&](ParamOp p) {
-    auto it = params.find(p.getName());
-    if (it != params.end()) {
-      if (it->second.op.getType() != p.getType()) {
-        p.emitError("parameter '") << p.getName()
-                                   << "' is declared twice with different types";
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
-    }
-    if (failed(dtypeOf(p, p.getType())))
-      return WalkResult::interrupt();
-    ParamInfo info;
-    info.op = p;
-    auto b = bucketOf.find(p.getName());
-    info.bucket = b == bucketOf.end() ? -1 : b->second;
-    // A tensor-parallel shard is counted by every member; a replicated copy
-    // only by the first, and data-parallel copies only by replica 0 unless
-    // ZeRO gives every replica a distinct shard.
-    bool sharded = p->hasAttr("strata.shard_view");
-    info.normOwner = (sharded || parallel.tpIndex == 0);
-    std::string name = p.getName().str();
-    params[name] = info;
-    paramOrder.push_back(name);
-    return WalkResult::advance();
-  });
-  if (r.wasInterrupted())
-    return failure();
-
-  // Buckets: flat gradient (and under ZeRO value) buffers with the
-  // parameters' buffers as views into them.
-  for (Bucket &b : buckets) {
-    int64_t size = parallel.groupSize(b.group);
-    for (const std::string &name : b.params) {
-      auto it = params.find(name);
-      if (it == params.end())
-        return module.emitError("gradient bucket names unknown parameter '")
-               << name << "'";
-      b.offsets.push_back(b.elements);
-      b.elements +=
-          cast<RankedTensorType>(it->second.op.getType()).getNumElements();
-    }
-    b.elements = (b.elements + size - 1) / size * size;
-    std::string base = "bucket" + std::to_string(b.slot);
-    b.flatGrad = newBuffer(base + ".grad", {b.elements}, rtf::DType::F32, true);
-    if (b.scatter) {
-      b.flatValue =
-          newBuffer(base + ".value", {b.elements}, rtf::DType::F32, true);
-      b.gradShard = newBuffer(base + ".grad_shard", {b.elements / size},
-                              rtf::DType::F32, true);
-    }
-    for (auto [name, offset] : llvm::zip(b.params, b.offsets)) {
-      ParamInfo &info = params[name];
-      auto shape = cast<RankedTensorType>(info.op.getType()).getShape();
-      info.grad = viewOf(b.flatGrad, name + ".grad", shape, offset * 4);
-      if (b.scatter)
-        info.value = viewOf(b.flatValue, name, shape, offset * 4);
-    }
-  }
-  for (const std::string &name : paramOrder) {
-    ParamInfo &info = params[name];
-    auto shape = cast<RankedTensorType>(info.op.getType()).getShape();
-    if (info.value < 0)
-      info.value = newBuffer(name, shape, rtf::DType::F32, true);
-    if (info.grad < 0)
-      info.grad = newBuffer(name + ".grad", shape, rtf::DType::F32, true);
-  }
-  return success();
-}
+namespace strata::emit {
 
 /// Routes the gradient `v` of a parameter into its gradient buffer `grad`.
 /// Single-use values computed by accumulating kernels write there directly;
@@ -360,6 +56,8 @@ void ProgramEmitter::bindValue(Value v, int grad, Operation *sink) {
 
 LogicalResult ProgramEmitter::bindGradients(func::FuncOp step) {
   for (auto acc : step.getOps<AccumulateGradOp>()) {
+    if (!onThisDevice(acc))
+      continue;
     auto it = params.find(acc.getParam());
     if (it == params.end())
       return acc.emitError("accumulates into unknown parameter '")
@@ -497,13 +195,15 @@ LogicalResult ProgramEmitter::lowerCollective(Operation *op, bool &handled) {
     int64_t g = parallel.groupIds.at(bucket->group);
     // Started in the last micro-batch only, overlapping the backward of the
     // earlier layers; the update waits for it.
+    // (A pipeline schedule lowers it in the last micro-batch only.)
+    bool lastOnly = !pipelined();
     if (bucket->scatter)
       emit(rtf::Opcode::ReduceScatterStart,
            {bucket->flatGrad, bucket->gradShard}, {g, bucket->slot}, {},
-           /*lastOnly=*/true);
+           lastOnly);
     else
       emit(rtf::Opcode::AllReduceStart, {bucket->flatGrad},
-           {g, 0, bucket->slot}, {}, /*lastOnly=*/true);
+           {g, 0, bucket->slot}, {}, lastOnly);
     return success();
   }
   handled = false;
@@ -808,203 +508,6 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
   return success();
 }
 
-LogicalResult ProgramEmitter::lowerOptimizer(func::FuncOp opt) {
-  for (Operation &op : opt.getBody().front().without_terminator()) {
-    auto mark = [&](StringRef name, double wd) -> LogicalResult {
-      auto it = params.find(name);
-      if (it == params.end())
-        return op.emitError("updates unknown parameter '") << name << "'";
-      it->second.updated = true;
-      it->second.weightDecay = wd != 0.0;
-      if (wd != 0.0) {
-        if (weightDecay != 0.0 && weightDecay != wd)
-          return op.emitError("the runtime applies one weight decay value to "
-                              "all decayed parameters; got ")
-                 << weightDecay << " and " << wd;
-        weightDecay = wd;
-      }
-      return success();
-    };
-    LogicalResult r =
-        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-            .Case([&](ClipGradNormOp c) {
-              clip = c.getMaxNorm().convertToDouble();
-              return success();
-            })
-            .Case([&](AdamWUpdateOp u) {
-              optimizerKind = rtf::OptimizerKind::AdamW;
-              adamBeta1 = u.getBeta1().convertToDouble();
-              adamBeta2 = u.getBeta2().convertToDouble();
-              adamEps = u.getEps().convertToDouble();
-              sawUpdate = true;
-              return mark(u.getParam(), u.getWeightDecay().convertToDouble());
-            })
-            .Case([&](SgdUpdateOp u) {
-              optimizerKind = rtf::OptimizerKind::Sgd;
-              sgdMomentum = u.getMomentum().convertToDouble();
-              sawUpdate = true;
-              return mark(u.getParam(), u.getWeightDecay().convertToDouble());
-            })
-            .Default([&](Operation *o) {
-              return o->emitError("is not an optimizer op");
-            });
-    if (failed(r))
-      return failure();
-  }
-  for (const std::string &name : paramOrder)
-    if (!params[name].updated)
-      return params[name].op.emitError("parameter '")
-             << name << "' has no update in @optimizer_step";
-  return success();
-}
-
-/// Decides which flat ranges of which parameters this rank updates (all of
-/// each parameter, or under ZeRO the part inside its shard of the bucket),
-/// and gives each range its optimizer state.
-void ProgramEmitter::planUpdates() {
-  int nstate = optimizerKind == rtf::OptimizerKind::AdamW ? 2 : 1;
-  const char *stateNames[2] = {
-      optimizerKind == rtf::OptimizerKind::AdamW ? ".exp_avg" : ".momentum",
-      ".exp_avg_sq"};
-  for (const std::string &name : paramOrder) {
-    ParamInfo &p = params[name];
-    int64_t n = cast<RankedTensorType>(p.op.getType()).getNumElements();
-    int64_t begin = 0, end = n;
-    bool distinct = false; // each data-parallel replica updates other elements
-    if (p.bucket >= 0 && buckets[p.bucket].scatter) {
-      const Bucket &b = buckets[p.bucket];
-      int64_t shard = b.elements / parallel.groupSize(b.group);
-      int64_t lo = parallel.groupRank(b.group) * shard, hi = lo + shard;
-      int64_t off = b.offsets[llvm::find(b.params, name) - b.params.begin()];
-      begin = std::clamp(lo - off, int64_t(0), n);
-      end = std::clamp(hi - off, int64_t(0), n);
-      distinct = true;
-    }
-    if (begin >= end) {
-      // Another replica updates all of it: empty state ranges keep the
-      // parameter table uniform (the runtime saves nothing for them).
-      for (int k = 0; k < nstate; ++k)
-        p.emptyState.push_back(newBuffer(name + stateNames[k], {0},
-                                         rtf::DType::F32, true));
-      continue;
-    }
-    UpdatePiece piece;
-    piece.paramOffset = begin;
-    bool whole = begin == 0 && end == n;
-    piece.value = whole ? p.value
-                        : viewOf(p.value, name + ".update", {end - begin},
-                                 begin * 4);
-    if (p.bucket >= 0 && buckets[p.bucket].scatter) {
-      // The reduced gradient lives in the bucket's shard buffer.
-      const Bucket &b = buckets[p.bucket];
-      int64_t shard = b.elements / parallel.groupSize(b.group);
-      int64_t off = b.offsets[llvm::find(b.params, name) - b.params.begin()];
-      int64_t inShard = off + begin - parallel.groupRank(b.group) * shard;
-      piece.grad = viewOf(b.gradShard, name + ".grad_piece", {end - begin},
-                          inShard * 4);
-    } else {
-      piece.grad = p.grad;
-    }
-    for (int k = 0; k < nstate; ++k)
-      piece.state.push_back(newBuffer(name + stateNames[k],
-                                      whole ? buffers[p.value].shape
-                                            : std::vector<int64_t>{end - begin},
-                                      rtf::DType::F32, true));
-    p.pieces.push_back(piece);
-  }
-}
-
-/// The update sequence: wait for the gradient reductions, the global
-/// gradient norm (each element counted once across the world), clipping,
-/// the optimizer on this rank's pieces, and under ZeRO the all-gather that
-/// gives every replica the updated parameters.
-void ProgramEmitter::emitUpdate(rtf::ProgramBuilder &b) {
-  auto id = [&](int buf) { return buffers[buf].emitted; };
-  const auto U = rtf::SequenceKind::Update;
-  for (const Bucket &bucket : buckets)
-    b.emit(U, rtf::Opcode::Wait, {}, {bucket.slot});
-
-  uint32_t sumsq = b.addBuffer("grad_sumsq", {1}, rtf::DType::F64);
-  b.rankProgram().gradSumSq = sumsq;
-  std::vector<uint32_t> owned, updated;
-  for (const std::string &name : paramOrder)
-    for (const UpdatePiece &piece : params[name].pieces) {
-      updated.push_back(id(piece.grad));
-      if (params[name].normOwner)
-        owned.push_back(id(piece.grad));
-    }
-  if (owned.empty()) {
-    // Nothing of ours counts (e.g. a shard that is all padding): add zero.
-    uint32_t zero = b.addBuffer("grad_norm_zero", {1}, rtf::DType::F32);
-    b.emit(U, rtf::Opcode::Fill, {zero}, {}, {0.0});
-    owned.push_back(zero);
-  }
-  std::vector<uint32_t> sumsqOps{sumsq};
-  sumsqOps.insert(sumsqOps.end(), owned.begin(), owned.end());
-  b.emit(U, rtf::Opcode::GradSumSq, sumsqOps);
-  // The ranks holding distinct gradient elements: tensor-parallel shards,
-  // and data-parallel shards under ZeRO (plain replicas hold copies).
-  bool dpDistinct = parallel.dp > 1 && llvm::any_of(buckets, [](const Bucket &b) {
-                      return b.scatter;
-                    });
-  const char *normGroup = dpDistinct && parallel.tp > 1 ? "world"
-                          : dpDistinct                  ? "dp"
-                          : parallel.tp > 1             ? "tp"
-                                                        : nullptr;
-  if (normGroup)
-    b.emit(U, rtf::Opcode::AllReduce, {sumsq},
-           {parallel.groupIds.at(normGroup), 0});
-  if (clip > 0.0 && !updated.empty()) {
-    std::vector<uint32_t> ops{sumsq};
-    ops.insert(ops.end(), updated.begin(), updated.end());
-    b.emit(U, rtf::Opcode::ClipGrads, ops, {}, {clip});
-  }
-  for (const std::string &name : paramOrder) {
-    const ParamInfo &p = params[name];
-    double wd = p.weightDecay ? weightDecay : 0.0;
-    for (const UpdatePiece &piece : p.pieces) {
-      if (optimizerKind == rtf::OptimizerKind::AdamW)
-        b.emit(U, rtf::Opcode::AdamWStep,
-               {id(piece.value), id(piece.grad), id(piece.state[0]),
-                id(piece.state[1])},
-               {}, {adamBeta1, adamBeta2, adamEps, wd});
-      else
-        b.emit(U, rtf::Opcode::SgdStep,
-               {id(piece.value), id(piece.grad), id(piece.state[0])}, {},
-               {sgdMomentum, wd});
-    }
-  }
-  for (const Bucket &bucket : buckets) {
-    if (!bucket.scatter)
-      continue;
-    int64_t shard = bucket.elements / parallel.groupSize(bucket.group);
-    int64_t start = parallel.groupRank(bucket.group) * shard;
-    uint32_t mine = b.addAlias("bucket" + std::to_string(bucket.slot) +
-                                   ".value_mine",
-                               id(bucket.flatValue), {shard}, start * 4);
-    // In place: this replica's updated chunk is gathered into everyone's
-    // copy of the bucket.
-    b.emit(U, rtf::Opcode::AllGather, {mine, id(bucket.flatValue)},
-           {parallel.groupIds.at(bucket.group)});
-  }
-}
-
-int64_t getInt(DictionaryAttr d, StringRef key, int64_t fallback) {
-  if (auto a = d ? d.getAs<IntegerAttr>(key) : nullptr)
-    return a.getInt();
-  return fallback;
-}
-double getF64(DictionaryAttr d, StringRef key, double fallback) {
-  if (auto a = d ? d.getAs<FloatAttr>(key) : nullptr)
-    return a.getValueAsDouble();
-  return fallback;
-}
-std::string getStr(DictionaryAttr d, StringRef key, StringRef fallback) {
-  if (auto a = d ? d.getAs<StringAttr>(key) : nullptr)
-    return a.getValue().str();
-  return fallback.str();
-}
-
 LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
                                   EmitStats *stats) {
   auto step = module.lookupSymbol<func::FuncOp>("train_microbatch");
@@ -1019,12 +522,18 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
   if (failed(collectBuckets(step)) || failed(collectParams()) ||
       failed(bindGradients(step)) || failed(lowerOptimizer(opt)))
     return failure();
-  for (Operation &op : step.getBody().front())
-    if (failed(lowerOp(&op)))
+  if (pipelined()) {
+    if (failed(lowerPipeline(step)))
       return failure();
-  if (tokens < 0 || targets < 0 || loss < 0)
-    return step.emitError("the training step must read inputs 'tokens' and "
-                          "'targets' and return the loss");
+    loss = stepLoss;
+  } else {
+    for (Operation &op : step.getBody().front())
+      if (failed(lowerOp(&op)))
+        return failure();
+    if (tokens < 0 || targets < 0 || loss < 0)
+      return step.emitError("the training step must read inputs 'tokens' "
+                            "and 'targets' and return the loss");
+  }
   planUpdates();
 
   // --- memory plan over root buffers ---
@@ -1032,7 +541,8 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
   std::vector<MemoryRequest> requests;
   std::vector<int> roots;
   uint64_t persistentBytes = 0;
-  int lossRoot = buffers[loss].root < 0 ? loss : buffers[loss].root;
+  int lossRoot =
+      loss < 0 ? -1 : buffers[loss].root < 0 ? loss : buffers[loss].root;
   for (auto [i, b] : llvm::enumerate(buffers)) {
     if (b.root >= 0)
       continue;
@@ -1096,8 +606,11 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
       desc.checkpointShape = dims("strata.global_shape");
       builder.addParamWithBuffers(desc);
     }
-    builder.setInputs(buffers[tokens].emitted, buffers[targets].emitted,
-                      buffers[loss].emitted);
+    if (!pipelined())
+      builder.setInputs(buffers[tokens].emitted, buffers[targets].emitted,
+                        buffers[loss].emitted);
+    else if (loss >= 0)
+      builder.setLoss(buffers[loss].emitted);
     if (positions >= 0)
       builder.setPositions(buffers[positions].emitted);
     builder.setDataRowStart(parallel.dpIndex *
@@ -1112,24 +625,26 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
         builder.emit(rtf::SequenceKind::StepBegin, rtf::Opcode::Fill,
                      {buffers[root].emitted}, {}, {0.0});
     }
-    bool anyLastOnly = false;
-    for (PendingInstruction &inst : pending) {
+    auto operandsOf = [&](const PendingInstruction &inst) {
       std::vector<uint32_t> ops;
       for (int b : inst.operands)
-        ops.push_back(buffers[b].emitted);
+        ops.push_back(b < 0 ? rtf::kNoBuffer : buffers[b].emitted);
+      return ops;
+    };
+    // A pipeline rank runs its whole schedule once per step; otherwise the
+    // micro-batch sequence repeats, its last run with the reductions.
+    bool anyLastOnly = false;
+    for (PendingInstruction &inst : pending) {
       if (!inst.lastOnly)
-        builder.emit(rtf::SequenceKind::Microbatch, inst.opcode, ops,
-                     inst.ints, inst.floats);
+        builder.emit(pipelined() ? rtf::SequenceKind::Schedule
+                                 : rtf::SequenceKind::Microbatch,
+                     inst.opcode, operandsOf(inst), inst.ints, inst.floats);
       anyLastOnly |= inst.lastOnly;
     }
     if (anyLastOnly)
-      for (PendingInstruction &inst : pending) {
-        std::vector<uint32_t> ops;
-        for (int b : inst.operands)
-          ops.push_back(buffers[b].emitted);
-        builder.emit(rtf::SequenceKind::LastMicrobatch, inst.opcode, ops,
-                     inst.ints, inst.floats);
-      }
+      for (PendingInstruction &inst : pending)
+        builder.emit(rtf::SequenceKind::LastMicrobatch, inst.opcode,
+                     operandsOf(inst), inst.ints, inst.floats);
     emitUpdate(builder);
     if (stats) {
       stats->arenaBytes = builder.rankProgram().arenaBytes;
@@ -1144,7 +659,8 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
   }
 }
 
-} // namespace
+} // namespace strata::emit
+
 
 LogicalResult strata::readProgramConfig(ModuleOp module, rtf::ModelMeta &meta,
                                         rtf::TrainConfig &train) {

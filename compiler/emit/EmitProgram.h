@@ -29,15 +29,23 @@ struct ParallelContext {
   int64_t rank = 0, worldSize = 1;
   int64_t dp = 1, dpIndex = 0;
   int64_t tp = 1, tpIndex = 0;
+  /// Pipeline: `pp` devices, `vpp` model chunks each; the step runs
+  /// `numMicrobatches` micro-batches under `schedule` ("gpipe", "1f1b",
+  /// "interleaved").
+  int64_t pp = 1, ppIndex = 0, vpp = 1;
+  int64_t numMicrobatches = 1;
+  std::string schedule = "1f1b";
+  /// Global rank of pipeline device d in this rank's (dp, tp) line.
+  std::vector<int64_t> ppRanks;
   int zero = 0;
   /// Group-table index of this rank's group per axis name used in the IR
   /// ("dp", "tp") plus "world".
   std::map<std::string, int64_t> groupIds;
   int64_t groupRank(const std::string &axis) const {
-    return axis == "dp" ? dpIndex : axis == "tp" ? tpIndex : rank;
+    return axis == "dp" ? dpIndex : axis == "tp" ? tpIndex : axis == "pp" ? ppIndex : rank;
   }
   int64_t groupSize(const std::string &axis) const {
-    return axis == "dp" ? dp : axis == "tp" ? tp : worldSize;
+    return axis == "dp" ? dp : axis == "tp" ? tp : axis == "pp" ? pp : worldSize;
   }
 };
 

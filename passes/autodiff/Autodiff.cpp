@@ -137,7 +137,18 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
           if (!g)
             continue;
           Value &acc = grads[operand];
-          acc = acc ? b.create<AddOp>(op->getLoc(), acc, g).getResult() : g;
+          if (!acc) {
+            acc = g;
+            continue;
+          }
+          // The sum is the gradient of `operand`: it lives where that value
+          // is defined.
+          auto sum = b.create<AddOp>(op->getLoc(), acc, g);
+          if (Operation *def = operand.getDefiningOp())
+            for (StringRef attr : {"strata.layer", "strata.stage"})
+              if (Attribute a = def->getAttr(attr))
+                sum->setAttr(attr, a);
+          acc = sum;
         }
       }
       release(op);

@@ -14,6 +14,7 @@
 #include "mlir/Pass/Pass.h"
 #include "passes/Passes.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace strata {
 #define GEN_PASS_DEF_STRATAINSERTGRADIENTREDUCTION
@@ -69,6 +70,17 @@ struct InsertGradientReductionPass
       return a->isBeforeInBlock(b);
     });
 
+    // Parameters declared on several pipeline stages (a tied embedding) are
+    // first summed across those stages; the emitter reduces them whole.
+    llvm::StringSet<> tied;
+    module.walk([&](ParamOp p) {
+      if (p->hasAttr("strata.tied"))
+        tied.insert(p.getName());
+    });
+    llvm::erase_if(order, [&](AccumulateGradOp acc) {
+      return tied.contains(acc.getParam());
+    });
+
     StringRef reduction = zero == 0 ? "all_reduce" : "reduce_scatter";
     OpBuilder b(module.getContext());
     SmallVector<Attribute> names;
@@ -77,16 +89,22 @@ struct InsertGradientReductionPass
       if (names.empty())
         return;
       b.setInsertionPointAfter(after);
-      b.create<GradientBucketOp>(after.getLoc(), b.getStringAttr(group),
-                                 b.getArrayAttr(names),
-                                 b.getStringAttr(reduction));
+      auto bucket = b.create<GradientBucketOp>(
+          after.getLoc(), b.getStringAttr(group), b.getArrayAttr(names),
+          b.getStringAttr(reduction));
+      // A bucket never spans pipeline stages.
+      if (Attribute stage = after->getAttr("strata.stage"))
+        bucket->setAttr("strata.stage", stage);
       names.clear();
       bytes = 0;
     };
     for (auto [i, acc] : llvm::enumerate(order)) {
       names.push_back(acc.getParamAttr());
       bytes += tensorBytes(acc.getGrad().getType());
-      if (bytes >= bucketBytes || i + 1 == order.size())
+      bool lastOfStage =
+          i + 1 == order.size() ||
+          order[i + 1]->getAttr("strata.stage") != acc->getAttr("strata.stage");
+      if (bytes >= bucketBytes || lastOfStage)
         flush(acc);
     }
   }

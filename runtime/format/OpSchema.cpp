@@ -193,7 +193,20 @@ bool verifySlice(VerifyContext &ctx, bool insert) {
   return ctx.expectElements(0, insert ? smallElems : bigElems) &&
          ctx.expectElements(1, insert ? bigElems : smallElems);
 }
-bool verifySliceCopy(VerifyContext &ctx) { return verifySlice(ctx, false); }
+/// Data movement of 4-byte elements: both sides must have one dtype.
+bool verifySameDType(VerifyContext &ctx) {
+  if (ctx.operands[0]->dtype == ctx.operands[1]->dtype)
+    return true;
+  ctx.error = std::string("operands '") + ctx.operands[0]->name + "' and '" +
+              ctx.operands[1]->name + "' must have the same dtype";
+  return false;
+}
+bool verifyCopy(VerifyContext &ctx) {
+  return verifySameDType(ctx) && verifySameSize(ctx);
+}
+bool verifySliceCopy(VerifyContext &ctx) {
+  return verifySameDType(ctx) && verifySlice(ctx, false);
+}
 bool verifySliceInsert(VerifyContext &ctx) { return verifySlice(ctx, true); }
 
 bool verifyOptimizer(VerifyContext &ctx) { return verifySameSize(ctx); }
@@ -341,19 +354,20 @@ constexpr auto F64 = DType::F64;
 constexpr uint8_t Opt = kOperandOptional;
 constexpr uint8_t AnyFloat = kOperandAnyFloat;
 constexpr uint8_t AnyDType = kOperandAnyDType;
+constexpr uint8_t Any32 = kOperandAny32;
 
 std::vector<OpSchema> buildSchemas() {
   std::vector<OpSchema> s;
   auto add = [&](OpSchema schema) { s.push_back(std::move(schema)); };
   // clang-format off
   add({Opcode::Fill, "fill", {{"out", Out, F32}}, false, {}, false, {"value"}, false, verifyAny});
-  add({Opcode::Copy, "copy", {{"x", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::Copy, "copy", {{"x", In, F32, Any32}, {"out", Out, F32, Any32}}, false, {}, false, {}, true, verifyCopy});
   add({Opcode::Accumulate, "accumulate", {{"x", In, F32}, {"y", InOut, F32}}, false, {}, false, {}, true, verifySameSize});
   add({Opcode::Add, "add", {{"a", In, F32}, {"b", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
   add({Opcode::Mul, "mul", {{"a", In, F32}, {"b", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
   add({Opcode::Scale, "scale", {{"x", In, F32}, {"out", Out, F32}}, false, {}, false, {"alpha"}, true, verifySameSize});
   add({Opcode::Transpose, "transpose", {{"x", In, F32}, {"out", Out, F32}}, false, {"rank"}, true, {}, false, verifyTranspose});
-  add({Opcode::SliceCopy, "slice_copy", {{"x", In, F32}, {"out", Out, F32}}, false, {"outer", "big", "small", "start", "inner"}, false, {}, false, verifySliceCopy});
+  add({Opcode::SliceCopy, "slice_copy", {{"x", In, F32, Any32}, {"out", Out, F32, Any32}}, false, {"outer", "big", "small", "start", "inner"}, false, {}, false, verifySliceCopy});
   add({Opcode::LoadBatch, "load_batch", {{"tokens", Out, I32, Opt}, {"targets", Out, I32, Opt}, {"positions", Out, I32, Opt}}, false, {"microbatch"}, false, {}, false, verifyLoadBatch});
   add({Opcode::SliceInsert, "slice_insert", {{"x", In, F32}, {"out", InOut, F32}}, false, {"outer", "big", "small", "start", "inner", "accumulate"}, false, {}, false, verifySliceInsert});
   add({Opcode::Matmul, "matmul", {{"a", In, F32}, {"b", In, F32}, {"c", InOut, F32}}, false, {"batch", "m", "n", "k", "trans_a", "trans_b", "broadcast_b"}, false, {"alpha", "beta"}, false, verifyMatmul});
@@ -511,10 +525,12 @@ std::string verifyInstruction(const Instruction &inst,
     DType have = buffers[id].dtype;
     bool dtypeOk = have == spec.dtype ||
                    ((spec.flags & kOperandAnyFloat) && have == DType::F64) ||
-                   (spec.flags & kOperandAnyDType);
+                   (spec.flags & kOperandAnyDType) ||
+                   ((spec.flags & kOperandAny32) && have == DType::I32);
     if (!dtypeOk)
       return op + " operand '" + spec.name + "' must be " +
-             ((spec.flags & kOperandAnyFloat) ? std::string("f32 or f64")
+             ((spec.flags & kOperandAnyFloat)  ? std::string("f32 or f64")
+              : (spec.flags & kOperandAny32) ? std::string("f32 or i32")
                                                : dtypeName(spec.dtype)) +
              ", buffer '" + buffers[id].name + "' is " + dtypeName(have);
     ctx.operands.push_back(&buffers[id]);

@@ -32,6 +32,7 @@ enum OperandFlags : uint8_t {
   kOperandOptional = 1, ///< May be kNoBuffer ("none").
   kOperandAnyFloat = 2, ///< f32 or f64 (collectives).
   kOperandAnyDType = 4, ///< f32, f64 or i32 (point-to-point transfers).
+  kOperandAny32 = 8,    ///< f32 or i32 (data movement of 4-byte elements).
 };
 
 struct OperandSpec {

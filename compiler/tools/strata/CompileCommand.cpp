@@ -67,6 +67,14 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
   if (plan.tp > 1)
     os << "strata-shard-tensor-parallel{tp=" << plan.tp << " tp-rank=" << c.tp
        << " sp=" << (plan.sp ? "true" : "false") << "},";
+  if (plan.pp > 1) {
+    os << "strata-assign-pipeline-stages{pp=" << plan.pp << " vpp=" << plan.vpp;
+    if (!plan.stageLayers.empty()) {
+      os << " stage-layers=";
+      llvm::interleave(plan.stageLayers, os, ",");
+    }
+    os << "},";
+  }
   // Each replica's micro-batch loss is a mean over its rows; the seed makes
   // the sum over micro-batches and replicas the global-batch mean.
   os << "strata-autodiff{loss-scale="
@@ -131,7 +139,7 @@ int runCompile(const CompileOptions &opts) {
       return llvm::StringRef(p).starts_with(key + "=");
     });
   };
-  for (const char *pin : {"pp=1", "vpp=1", "recompute=none"})
+  for (const char *pin : {"recompute=none"})
     if (!pinned(llvm::StringRef(pin).split('=').first.str()))
       request.pins.push_back(pin);
   {
@@ -154,8 +162,6 @@ int runCompile(const CompileOptions &opts) {
                  << " (plan: " << plan.summary() << ")\n";
     return 1;
   };
-  if (plan.pp > 1)
-    return unsupported("pipeline parallelism", "--pin pp=1");
   if (plan.recompute != planner::Recompute::None)
     return unsupported("recomputation", "--pin recompute=none");
   llvm::outs() << "plan: " << plan.summary() << "\n";
@@ -243,6 +249,21 @@ int runCompile(const CompileOptions &opts) {
     };
     addAxisGroups("dp", planner::Axis::DP);
     addAxisGroups("tp", planner::Axis::TP);
+    // The first and last pipeline devices both hold the tied embedding.
+    if (plan.pp > 1) {
+      std::map<std::pair<int64_t, int64_t>, std::vector<uint32_t>> ends;
+      for (int64_t r = 0; r < ranks; ++r) {
+        RankCoords c = coordsOf(plan, r);
+        if (c.pp == 0 || c.pp == plan.pp - 1)
+          ends[{c.tp, c.dp}].push_back(r);
+      }
+      int k = 0;
+      for (auto &[key, list] : ends) {
+        int64_t id = builder.addGroup("tied" + std::to_string(k++), list);
+        for (uint32_t r : list)
+          groupOf[{"tied", r}] = id;
+      }
+    }
 
     std::vector<uint32_t> lossRanks;
     for (int64_t r = 0; r < ranks; ++r) {
@@ -252,15 +273,22 @@ int runCompile(const CompileOptions &opts) {
       pc.worldSize = ranks;
       pc.dp = plan.dp, pc.dpIndex = c.dp;
       pc.tp = plan.tp, pc.tpIndex = c.tp;
+      pc.pp = plan.pp, pc.ppIndex = c.pp, pc.vpp = plan.vpp;
+      pc.numMicrobatches = plan.numMicrobatches;
+      pc.schedule = planner::scheduleName(plan.schedule);
+      for (int64_t d = 0; d < plan.pp; ++d)
+        pc.ppRanks.push_back(c.tp * plan.stride(planner::Axis::TP) +
+                             c.dp * plan.stride(planner::Axis::DP) +
+                             d * plan.stride(planner::Axis::PP));
       pc.zero = plan.zero;
       pc.groupIds["world"] = world;
-      for (const char *axis : {"dp", "tp"})
+      for (const char *axis : {"dp", "tp", "tied"})
         if (groupOf.count({axis, r}))
           pc.groupIds[axis] = groupOf[{axis, r}];
       if (failed(emitRankProgram(*modules[r], pc, builder.rank(r),
                                  r == 0 ? &stats : nullptr)))
         return 1;
-      if (c.tp == 0)
+      if (c.tp == 0 && c.pp == plan.pp - 1)
         lossRanks.push_back(r);
     }
     builder.setLossRanks(lossRanks);

@@ -25,6 +25,7 @@ int main(int argc, char **argv) {
   app.set_help_all_flag("--help-all", "Help for every command");
   strata::addImportSubcommand(app);
   strata::addCompileSubcommand(app);
+  strata::addCalibrateSubcommand(app);
   strata::planner::addPlanSubcommand(app, strata::emitPlannedIr);
   try {
     app.parse(argc, argv);

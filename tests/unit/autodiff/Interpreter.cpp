@@ -14,7 +14,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 using namespace mlir;
@@ -90,27 +92,70 @@ void copyAlongAxis(const Tensor &in, int64_t axis, int64_t offset, int64_t size,
             in.data[(o * vi.dim + offset + d) * vi.inner + i];
 }
 
+/// Collectives that need the other ranks' values; the evaluator stops at
+/// them and the group (evaluateGroup) supplies their results.
+bool isGroupCollective(Operation *op) {
+  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op);
+}
+
 class Evaluator {
 public:
-  Evaluator(const TensorMap &inputs, const TensorMap &params, Evaluation &out)
-      : inputs(inputs), params(params), out(out) {}
+  Evaluator(const TensorMap &inputs, const TensorMap &params, Evaluation &out,
+            int64_t rank, int64_t groupSize)
+      : inputs(inputs), params(params), out(out), rank(rank),
+        groupSize(groupSize) {}
 
-  void run(func::FuncOp func) {
+  LogicalResult start(func::FuncOp func) {
     if (func.getNumArguments() != 0) {
       out.error = "function @" + func.getName().str() +
                   " takes arguments; the interpreter only runs functions "
                   "whose inputs come from strata.input and strata.param";
-      return;
+      return failure();
     }
-    for (Operation &op : func.getBody().front())
-      if (failed(eval(&op)))
-        return;
+    next = func.getBody().front().begin();
+    end = func.getBody().front().end();
+    return success();
+  }
+
+  /// Evaluates ops until the next group collective (returned in `pending`,
+  /// its operand evaluated, its result not) or the end (`pending` null).
+  LogicalResult runUntilCollective(Operation *&pending) {
+    pending = nullptr;
+    for (; next != end; ++next) {
+      Operation *op = &*next;
+      if (isGroupCollective(op)) {
+        current = op;
+        if (failed(checkOperands(op)))
+          return failure();
+        pending = op;
+        ++next;
+        return success();
+      }
+      if (failed(eval(op)))
+        return failure();
+    }
+    return success();
+  }
+
+  const Tensor &operandOf(Operation *op) { return get(op->getOperand(0)); }
+
+  /// Binds a collective's result computed by the group.
+  LogicalResult setCollectiveResult(Operation *op, Tensor t) {
+    current = op;
+    return set(op->getResult(0), std::move(t));
+  }
+
+  LogicalResult failAt(Operation *op, const Twine &message) {
+    current = op;
+    return fail(message);
   }
 
 private:
   const TensorMap &inputs;
   const TensorMap &params;
   Evaluation &out;
+  int64_t rank, groupSize;
+  Block::iterator next, end;
   /// Node-based, so references handed out by get() survive later set()s.
   std::unordered_map<const void *, Tensor> values;
   Operation *current = nullptr;
@@ -156,6 +201,19 @@ private:
     return success();
   }
 
+  /// The table row of id `x` for a table holding rows [rowStart, rowStart +
+  /// rows): none for ids outside it; failure for a non-integer id.
+  LogicalResult tableRow(double x, int64_t rowStart, int64_t rows,
+                         std::optional<int64_t> &row) {
+    if (x != std::floor(x))
+      return fail("id " + std::to_string(x) + " is not an integer");
+    double local = x - static_cast<double>(rowStart);
+    row = std::nullopt;
+    if (local >= 0 && local < static_cast<double>(rows))
+      row = static_cast<int64_t>(local);
+    return success();
+  }
+
   LogicalResult normaliseAxis(int64_t axis, int64_t rank, int64_t &result) {
     result = axis < 0 ? axis + rank : axis;
     if (result < 0 || result >= rank)
@@ -164,12 +222,18 @@ private:
     return success();
   }
 
-  LogicalResult eval(Operation *op) {
-    current = op;
+  LogicalResult checkOperands(Operation *op) {
     for (Value operand : op->getOperands())
       if (!values.count(operand.getAsOpaquePointer()))
         return fail("an operand has no value (block arguments and values "
                     "from other functions are not supported)");
+    return success();
+  }
+
+  LogicalResult eval(Operation *op) {
+    current = op;
+    if (failed(checkOperands(op)))
+      return failure();
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](ParamOp p) { return evalNamed(p, params, "parameter"); })
         .Case([&](InputOp p) { return evalNamed(p, inputs, "input"); })
@@ -214,6 +278,10 @@ private:
         .Case([&](SoftmaxGradOp o) { return evalSoftmaxGrad(o); })
         .Case([&](CrossEntropyGradOp o) { return evalCrossEntropyGrad(o); })
         .Case([&](AccumulateGradOp o) { return evalAccumulateGrad(o); })
+        .Case([&](ReplicateOp o) {
+          return set(o.getResult(), get(o.getInput()));
+        })
+        .Case([&](TakeSliceOp o) { return evalTakeSlice(o); })
         .Case([&](ClipGradNormOp o) { return evalClipGradNorm(o); })
         .Case([&](func::ReturnOp r) {
           for (Value v : r.getOperands())
@@ -248,11 +316,12 @@ private:
     shape.push_back(hidden);
     Tensor result(shape);
     for (int64_t i = 0; i < ids.numElements(); ++i) {
-      int64_t row;
-      if (failed(toIndex(ids.data[i], vocab, row)))
+      std::optional<int64_t> row;
+      if (failed(tableRow(ids.data[i], op.getRowStart(), vocab, row)))
         return failure();
-      std::copy_n(table.data.begin() + row * hidden, hidden,
-                  result.data.begin() + i * hidden);
+      if (row)
+        std::copy_n(table.data.begin() + *row * hidden, hidden,
+                    result.data.begin() + i * hidden);
     }
     return set(op.getResult(), std::move(result));
   }
@@ -558,11 +627,12 @@ private:
     int64_t hidden = shape[1];
     Tensor result(shape);
     for (int64_t i = 0; i < ids.numElements(); ++i) {
-      int64_t row;
-      if (failed(toIndex(ids.data[i], shape[0], row)))
+      std::optional<int64_t> row;
+      if (failed(tableRow(ids.data[i], op.getRowStart(), shape[0], row)))
         return failure();
-      for (int64_t h = 0; h < hidden; ++h)
-        result.data[row * hidden + h] += grad.data[i * hidden + h];
+      if (row)
+        for (int64_t h = 0; h < hidden; ++h)
+          result.data[*row * hidden + h] += grad.data[i * hidden + h];
     }
     return set(op.getResult(), std::move(result));
   }
@@ -666,6 +736,22 @@ private:
     return set(op.getResult(), std::move(result));
   }
 
+  LogicalResult evalTakeSlice(TakeSliceOp op) {
+    const Tensor &x = get(op.getInput());
+    int64_t axis;
+    if (failed(normaliseAxis(op.getAxis(), x.rank(), axis)))
+      return failure();
+    if (op.getSize() != groupSize || x.shape[axis] % groupSize != 0)
+      return fail("size " + std::to_string(op.getSize()) + " and dimension " +
+                  std::to_string(x.shape[axis]) + " do not fit a group of " +
+                  std::to_string(groupSize));
+    std::vector<int64_t> shape = x.shape;
+    shape[axis] /= groupSize;
+    Tensor result(shape);
+    copyAlongAxis(x, axis, rank * shape[axis], shape[axis], result, 0);
+    return set(op.getResult(), std::move(result));
+  }
+
   LogicalResult evalAccumulateGrad(AccumulateGradOp op) {
     const Tensor &grad = get(op.getGrad());
     auto [it, inserted] = out.grads.try_emplace(op.getParam().str(), grad);
@@ -697,10 +783,146 @@ private:
 
 } // namespace
 
+namespace {
+
+/// The result of group collective `ops[r]` (one per rank) for every rank,
+/// or an error message.
+std::string combine(ArrayRef<Operation *> ops, ArrayRef<const Tensor *> in,
+                    std::vector<Tensor> &out) {
+  int64_t n = static_cast<int64_t>(ops.size());
+  Operation *first = ops[0];
+  for (int64_t r = 1; r < n; ++r) {
+    if (ops[r]->getName() != first->getName() ||
+        ops[r]->getAttrDictionary() != first->getAttrDictionary())
+      return "rank " + std::to_string(r) + " reached '" +
+             ops[r]->getName().getStringRef().str() +
+             "' where rank 0 reached '" +
+             first->getName().getStringRef().str() +
+             "' (with other attributes): the ranks' collectives disagree";
+    if (in[r]->shape != in[0]->shape)
+      return "ranks 0 and " + std::to_string(r) + " contribute shapes " +
+             formatShape(in[0]->shape) + " and " + formatShape(in[r]->shape);
+  }
+  Tensor sum = *in[0];
+  for (int64_t r = 1; r < n; ++r)
+    for (int64_t i = 0; i < sum.numElements(); ++i)
+      sum.data[i] += in[r]->data[i];
+  if (isa<AllReduceOp>(first)) {
+    out.assign(n, sum);
+    return "";
+  }
+  int64_t rank = in[0]->rank(), size, axis;
+  if (auto g = dyn_cast<AllGatherOp>(first)) {
+    size = g.getSize();
+    axis = g.getAxis();
+  } else {
+    auto s = cast<ReduceScatterOp>(first);
+    size = s.getSize();
+    axis = s.getAxis();
+  }
+  axis = axis < 0 ? axis + rank : axis;
+  if (size != n || axis < 0 || axis >= rank)
+    return "size " + std::to_string(size) + " or axis does not fit a group " +
+           "of " + std::to_string(n) + " and operand rank " +
+           std::to_string(rank);
+  std::vector<int64_t> shape = in[0]->shape;
+  if (isa<AllGatherOp>(first)) {
+    int64_t part = shape[axis];
+    shape[axis] *= n;
+    Tensor gathered(shape);
+    for (int64_t r = 0; r < n; ++r)
+      copyAlongAxis(*in[r], axis, 0, part, gathered, r * part);
+    out.assign(n, gathered);
+    return "";
+  }
+  if (shape[axis] % n != 0)
+    return "dimension " + std::to_string(shape[axis]) +
+           " does not divide into " + std::to_string(n) + " parts";
+  shape[axis] /= n;
+  out.clear();
+  for (int64_t r = 0; r < n; ++r) {
+    Tensor part(shape);
+    copyAlongAxis(sum, axis, r * shape[axis], shape[axis], part, 0);
+    out.push_back(std::move(part));
+  }
+  return "";
+}
+
+} // namespace
+
+std::vector<Evaluation> evaluateGroup(ArrayRef<func::FuncOp> funcs,
+                                      ArrayRef<TensorMap> inputs,
+                                      ArrayRef<TensorMap> params) {
+  int64_t n = static_cast<int64_t>(funcs.size());
+  std::vector<Evaluation> outs(n);
+  auto failAll = [&](int64_t culprit, const std::string &message) {
+    for (int64_t r = 0; r < n; ++r) {
+      outs[r].error = "rank " + std::to_string(culprit) + ": " + message;
+      outs[r].results.clear();
+    }
+    return outs;
+  };
+  if (n == 0 || static_cast<int64_t>(inputs.size()) != n ||
+      static_cast<int64_t>(params.size()) != n) {
+    outs.assign(std::max<int64_t>(n, 1), Evaluation());
+    outs[0].error = "evaluateGroup needs one function, input map and "
+                    "parameter map per rank";
+    return outs;
+  }
+  std::vector<std::unique_ptr<Evaluator>> ranks;
+  for (int64_t r = 0; r < n; ++r) {
+    ranks.push_back(
+        std::make_unique<Evaluator>(inputs[r], params[r], outs[r], r, n));
+    if (failed(ranks[r]->start(funcs[r])))
+      return failAll(r, outs[r].error);
+  }
+  while (true) {
+    std::vector<Operation *> pending(n);
+    for (int64_t r = 0; r < n; ++r)
+      if (failed(ranks[r]->runUntilCollective(pending[r])))
+        return failAll(r, outs[r].error);
+    int64_t waiting = llvm::count_if(pending, [](Operation *op) { return op; });
+    if (waiting == 0)
+      return outs;
+    if (waiting != n) {
+      int64_t done = llvm::find(pending, nullptr) - pending.begin();
+      return failAll(done, "finished while other ranks wait in a collective");
+    }
+    std::vector<const Tensor *> in;
+    for (int64_t r = 0; r < n; ++r)
+      in.push_back(&ranks[r]->operandOf(pending[r]));
+    std::vector<Tensor> results;
+    std::string error = combine(pending, in, results);
+    if (!error.empty()) {
+      (void)ranks[0]->failAt(pending[0], error);
+      return failAll(0, outs[0].error);
+    }
+    for (int64_t r = 0; r < n; ++r)
+      if (failed(
+              ranks[r]->setCollectiveResult(pending[r], std::move(results[r]))))
+        return failAll(r, outs[r].error);
+  }
+}
+
 Evaluation evaluate(func::FuncOp func, const TensorMap &inputs,
                     const TensorMap &params) {
   Evaluation out;
-  Evaluator(inputs, params, out).run(func);
+  Evaluator evaluator(inputs, params, out, /*rank=*/0, /*groupSize=*/1);
+  if (succeeded(evaluator.start(func))) {
+    Operation *pending = nullptr;
+    while (succeeded(evaluator.runUntilCollective(pending)) && pending) {
+      // A group of one: every collective passes its operand through.
+      std::vector<Tensor> results;
+      std::string error =
+          combine({pending}, {&evaluator.operandOf(pending)}, results);
+      if (!error.empty()) {
+        (void)evaluator.failAt(pending, error);
+        break;
+      }
+      if (failed(evaluator.setCollectiveResult(pending, std::move(results[0]))))
+        break;
+    }
+  }
   if (!out.ok())
     out.results.clear();
   return out;

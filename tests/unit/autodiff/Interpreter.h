@@ -60,6 +60,19 @@ struct Evaluation {
 Evaluation evaluate(mlir::func::FuncOp func, const TensorMap &inputs,
                     const TensorMap &params);
 
+/// Runs one function per rank of an SPMD group in lockstep (rank r is
+/// `funcs[r]` with `inputs[r]` and `params[r]`). Each rank runs until its
+/// next all_reduce, all_gather or reduce_scatter; when every rank has reached
+/// one (the same op kind with the same attributes), the group combines their
+/// operands as the ops document (sum; concatenation in rank order; sum then
+/// rank r's slice), whatever the `group` attribute names: the ranks given
+/// are the group. replicate and take_slice are evaluated per rank. On any
+/// failure every rank's evaluation carries the error, naming the rank.
+/// `evaluate` is the group of one.
+std::vector<Evaluation> evaluateGroup(llvm::ArrayRef<mlir::func::FuncOp> funcs,
+                                      llvm::ArrayRef<TensorMap> inputs,
+                                      llvm::ArrayRef<TensorMap> params);
+
 } // namespace strata::reference
 
 #endif // STRATA_TESTS_UNIT_AUTODIFF_INTERPRETER_H

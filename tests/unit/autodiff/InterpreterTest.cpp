@@ -262,15 +262,32 @@ TEST(ReferenceInterpreter, MissingParamAndBadIdsAreErrors) {
       << missing.error;
 
   TensorMap p{{"w", iota({3, 2})}};
-  TensorMap in{{"ids", Tensor({1}, {3})}};
-  Evaluation outOfRange = run("tensor<1x2xf64>", R"(
+  TensorMap in{{"ids", Tensor({1}, {1.5})}};
+  Evaluation fractional = run("tensor<1x2xf64>", R"(
   %w = strata.param "w" : tensor<3x2xf64>
   %ids = strata.input "ids" : tensor<1xi32>
   %x = strata.embedding %w, %ids : (tensor<3x2xf64>, tensor<1xi32>) -> tensor<1x2xf64>
   return %x : tensor<1x2xf64>)",
                               p, in);
-  EXPECT_NE(outOfRange.error.find("'strata.embedding'"), std::string::npos)
-      << outOfRange.error;
+  EXPECT_NE(fractional.error.find("'strata.embedding'"), std::string::npos)
+      << fractional.error;
+}
+
+// Ids outside [row_start, row_start + V) give zero rows (and no gradient):
+// a vocabulary-parallel table looks up only its own rows.
+TEST(ReferenceInterpreter, EmbeddingRowStartSkipsOtherRows) {
+  TensorMap p{{"w", iota({3, 2})}};
+  TensorMap in{{"ids", Tensor({4}, {1, 2, 4, 5})}};
+  Evaluation e = run("tensor<4x2xf64>, tensor<3x2xf64>", R"(
+  %w = strata.param "w" : tensor<3x2xf64>
+  %ids = strata.input "ids" : tensor<4xi32>
+  %x = strata.embedding %w, %ids {row_start = 2 : i64} : (tensor<3x2xf64>, tensor<4xi32>) -> tensor<4x2xf64>
+  %g = strata.embedding_grad %x, %ids {row_start = 2 : i64} : (tensor<4x2xf64>, tensor<4xi32>) -> tensor<3x2xf64>
+  return %x, %g : tensor<4x2xf64>, tensor<3x2xf64>)",
+                 p, in);
+  ASSERT_TRUE(e.ok()) << e.error;
+  expectData(e.results[0], {4, 2}, {0, 0, 0, 1, 4, 5, 0, 0});
+  expectData(e.results[1], {3, 2}, {0, 1, 0, 0, 4, 5});
 }
 
 TEST(ReferenceInterpreter, SuppliedShapeMustMatchTheIrType) {

@@ -1,0 +1,261 @@
+//===- ProgramEmitter.h - Lowering state shared by the emitter --*- C++ -*-===//
+//
+// Private to compiler/emit: the state of lowering one rank's training step.
+// EmitProgram.cpp lowers ops, EmitUpdate.cpp the gradient buckets and the
+// optimizer step, EmitPipeline.cpp pipeline schedules.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_COMPILER_EMIT_PROGRAMEMITTER_H
+#define STRATA_COMPILER_EMIT_PROGRAMEMITTER_H
+
+#include "compiler/emit/EmitProgram.h"
+#include "dialects/strata/StrataOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "runtime/format/ProgramBuilder.h"
+#include "runtime/support/Error.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <vector>
+
+namespace strata::emit {
+
+using namespace mlir;
+namespace rtf = strata::rt;
+
+constexpr int64_t kPersistent = -1;
+
+struct LogicalBuffer {
+  std::string name;
+  std::vector<int64_t> shape;
+  rtf::DType dtype = rtf::DType::F32;
+  int root = -1; ///< Index of the buffer whose bytes this views; -1: itself.
+  uint64_t byteOffset = 0;
+  bool persistent = false;
+  int64_t first = INT64_MAX, last = -1;
+  uint32_t emitted = rtf::kNoBuffer; ///< Index in the ProgramBuilder.
+  uint64_t bytes() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return uint64_t(n) * rtf::dtypeBytes(dtype);
+  }
+};
+
+struct PendingInstruction {
+  rtf::Opcode opcode;
+  std::vector<int> operands;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  /// Only in the last micro-batch of a step (data-parallel reductions).
+  bool lastOnly = false;
+};
+
+/// A contiguous run [offset, offset + size) of a parameter's flat elements
+/// that this rank updates, with its optimizer state.
+struct UpdatePiece {
+  int value = -1, grad = -1;
+  std::vector<int> state;
+  int64_t paramOffset = 0; ///< Within the parameter's flat elements.
+};
+
+/// Gradients (and, under ZeRO, values) of a bucket's parameters laid out
+/// back to back in one flat buffer, padded to a multiple of the group size,
+/// so that one collective reduces them all.
+struct Bucket {
+  std::string group;
+  bool scatter = false; ///< reduce-scatter (ZeRO >= 1) instead of all-reduce
+  std::vector<std::string> params;
+  std::vector<int64_t> offsets; ///< Element offset of each param.
+  int64_t elements = 0;         ///< Padded total.
+  int flatGrad = -1, flatValue = -1, gradShard = -1;
+  int slot = -1;
+};
+
+struct ParamInfo {
+  ParamOp op;
+  int value = -1, grad = -1;
+  std::vector<UpdatePiece> pieces;
+  bool weightDecay = false;
+  bool updated = false;
+  /// Whether this rank's copy counts toward the global gradient norm (each
+  /// gradient element is counted on exactly one rank).
+  bool normOwner = true;
+  int bucket = -1;
+  bool tied = false; ///< declared on several pipeline stages
+  std::vector<int> emptyState; ///< when this rank updates none of it
+};
+
+inline int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+class ProgramEmitter {
+public:
+  ProgramEmitter(ModuleOp module, const ParallelContext &parallel)
+      : module(module), parallel(parallel) {}
+  LogicalResult run(rtf::ProgramBuilder &builder, EmitStats *stats);
+
+private:
+  // --- buffers ---
+  int newBuffer(const std::string &name, ArrayRef<int64_t> shape,
+                rtf::DType dtype, bool persistent = false) {
+    LogicalBuffer b;
+    b.name = name;
+    b.shape.assign(shape.begin(), shape.end());
+    b.dtype = dtype;
+    b.persistent = persistent;
+    buffers.push_back(std::move(b));
+    return buffers.size() - 1;
+  }
+  int viewOf(int base, const std::string &name, ArrayRef<int64_t> shape,
+             uint64_t extraOffset) {
+    int root = buffers[base].root < 0 ? base : buffers[base].root;
+    int v = newBuffer(name, shape, buffers[base].dtype,
+                      buffers[root].persistent);
+    buffers[v].root = root;
+    buffers[v].byteOffset = buffers[base].byteOffset + extraOffset;
+    return v;
+  }
+  std::string freshName(Operation *op) {
+    return "t" + std::to_string(nextName++) + "." +
+           op->getName().stripDialect().str();
+  }
+  FailureOr<rtf::DType> dtypeOf(Operation *op, Type t) {
+    Type e = cast<RankedTensorType>(t).getElementType();
+    if (e.isF32())
+      return rtf::DType::F32;
+    if (e.isInteger(32))
+      return rtf::DType::I32;
+    return op->emitError("the CPU runtime computes in float32 (and int32 "
+                         "token ids); got element type ")
+               << e << "; set the model's dtype to float32",
+           failure();
+  }
+  /// The buffer holding `v`, creating it (or using the gradient buffer it is
+  /// bound to) on first request.
+  FailureOr<int> result(Operation *op, Value v) {
+    auto it = valueBuffer.find(v);
+    if (it != valueBuffer.end())
+      return it->second;
+    auto bound = directBind.find(v);
+    if (bound != directBind.end())
+      return valueBuffer[v] = bound->second;
+    FailureOr<rtf::DType> dt = dtypeOf(op, v.getType());
+    if (failed(dt))
+      return failure();
+    int b = newBuffer(freshName(op), cast<RankedTensorType>(v.getType()).getShape(), *dt);
+    return valueBuffer[v] = b;
+  }
+  int operand(Value v) { return valueBuffer.lookup(v); }
+  bool accumulates(Value v) { return directBind.count(v) != 0; }
+
+  void emit(rtf::Opcode opcode, std::vector<int> operands,
+            std::vector<int64_t> ints = {}, std::vector<double> floats = {},
+            bool lastOnly = false) {
+    int64_t pos = pending.size();
+    for (int b : operands) {
+      if (b < 0) // an absent optional operand (load_batch)
+        continue;
+      LogicalBuffer &root =
+          buffers[buffers[b].root < 0 ? b : buffers[b].root];
+      root.first = std::min(root.first, pos);
+      root.last = std::max(root.last, pos);
+    }
+    pending.push_back({opcode, std::move(operands), std::move(ints),
+                       std::move(floats), lastOnly});
+  }
+  FailureOr<int64_t> groupId(Operation *op, StringRef axis) {
+    auto it = parallel.groupIds.find(axis.str());
+    if (it == parallel.groupIds.end())
+      return op->emitError("no process group '")
+                 << axis << "' in this plan (the partition passes and the "
+                 << "plan disagree)",
+             failure();
+    return it->second;
+  }
+  /// Ops that write their result with `+=` must start from zero unless the
+  /// result is a gradient buffer (zeroed once per step).
+  void zeroUnlessAccumulating(Value v, int buffer) {
+    if (!accumulates(v))
+      emit(rtf::Opcode::Fill, {buffer}, {}, {0.0});
+  }
+
+  /// Keeps `b` alive up to the next instruction (a pending send).
+  void keepAlive(int b) {
+    LogicalBuffer &root = buffers[buffers[b].root < 0 ? b : buffers[b].root];
+    root.last = std::max<int64_t>(root.last, pending.size());
+  }
+  bool pipelined() const { return parallel.pp > 1; }
+  static int64_t stageOf(Operation *op) {
+    auto s = op->getAttrOfType<IntegerAttr>("strata.stage");
+    return s ? s.getInt() : 0;
+  }
+  /// Whether this rank runs `op` (its stage is on this pipeline device).
+  bool onThisDevice(Operation *op) const {
+    return !pipelined() || stageOf(op) % parallel.pp == parallel.ppIndex;
+  }
+
+  // --- phases ---
+  LogicalResult lowerPipeline(func::FuncOp step);
+  LogicalResult lowerPipelineOp(Operation *op, int64_t microbatch);
+  LogicalResult collectBuckets(func::FuncOp step);
+  LogicalResult collectParams();
+  LogicalResult bindGradients(func::FuncOp step);
+  LogicalResult lowerCollective(Operation *op, bool &handled);
+  void planUpdates();
+  void emitUpdate(rtf::ProgramBuilder &builder);
+  void bindValue(Value v, int grad, Operation *sink);
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerOptimizer(func::FuncOp opt);
+  LogicalResult lowerMatmul(MatmulOp op);
+
+  ModuleOp module;
+  const ParallelContext &parallel;
+  std::vector<Bucket> buckets;
+  std::vector<LogicalBuffer> buffers;
+  std::vector<PendingInstruction> pending;
+  llvm::DenseMap<Value, int> valueBuffer;
+  llvm::DenseMap<Value, int> directBind;
+  /// Explicit `grad += v` instructions, emitted where `at` would have been.
+  llvm::DenseMap<Operation *, SmallVector<std::pair<Value, int>>> accumulateAt;
+  llvm::DenseSet<Operation *> absorbed;
+  llvm::StringMap<ParamInfo> params;
+  std::vector<std::string> paramOrder;
+  /// Saved forward statistics the gradient ops reuse: layer_norm -> (mean,
+  /// rstd), cross_entropy -> logsumexp.
+  llvm::DenseMap<Operation *, std::pair<int, int>> savedStats;
+  int tokens = -1, targets = -1, positions = -1, loss = -1;
+  // --- pipeline state ---
+  /// Micro-batch whose ops are being lowered (-1 outside pipeline mode).
+  int64_t currentMicrobatch = -1;
+  /// Values that cross stages, numbered identically on every rank (tags).
+  llvm::DenseMap<Value, int64_t> crossingId;
+  /// Step loss (mean over micro-batches) on the last stage.
+  int stepLoss = -1;
+  /// Send slots in flight and the buffers they read.
+  std::vector<int> slotBuffer;
+  int64_t nextSendSlot = 0;
+  int nextName = 0;
+  rtf::OptimizerKind optimizerKind = rtf::OptimizerKind::AdamW;
+  double weightDecay = 0.0;
+  double adamBeta1 = 0.9, adamBeta2 = 0.999, adamEps = 1e-8;
+  double sgdMomentum = 0.0;
+  int64_t globalBatch = 1;
+  bool sawUpdate = false;
+  double clip = 0.0;
+};
+
+int64_t getInt(DictionaryAttr d, StringRef key, int64_t fallback);
+double getF64(DictionaryAttr d, StringRef key, double fallback);
+std::string getStr(DictionaryAttr d, StringRef key, StringRef fallback);
+
+} // namespace strata::emit
+
+#endif // STRATA_COMPILER_EMIT_PROGRAMEMITTER_H
