@@ -110,9 +110,11 @@ LogicalResult ProgramEmitter::lowerPipelineOp(Operation *op,
   }
   if (isa<func::ReturnOp>(op))
     return success();
-  // Data-parallel reductions start once, in the last micro-batch.
-  if (isa<GradientBucketOp>(op) && microbatch != m - 1)
-    return success();
+  // Data-parallel reductions start once, in the last micro-batch (ZeRO-2
+  // reduce-scatters the gradients of every micro-batch).
+  if (auto bucketOp = dyn_cast<GradientBucketOp>(op))
+    if (microbatch != m - 1 && parallel.zero < 2)
+      return success();
   if (failed(lowerOp(op)))
     return failure();
   if (auto ce = dyn_cast<CrossEntropyOp>(op))
@@ -182,10 +184,12 @@ LogicalResult ProgramEmitter::lowerPipeline(func::FuncOp step) {
     std::swap(savedStats, instanceStats[task.microbatch]);
     currentMicrobatch = task.microbatch;
     LogicalResult r = success();
+    lazyZeroDone.clear();
     for (Operation *op :
          task.forward ? forwardOps[stage] : backwardOps[stage])
       if (failed(r = lowerPipelineOp(op, task.microbatch)))
         break;
+    finishGradientShards();
     std::swap(valueBuffer, instanceBuffers[task.microbatch]);
     std::swap(savedStats, instanceStats[task.microbatch]);
     if (failed(r))

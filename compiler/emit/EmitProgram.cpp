@@ -195,6 +195,13 @@ LogicalResult ProgramEmitter::lowerCollective(Operation *op, bool &handled) {
     int64_t g = parallel.groupIds.at(bucket->group);
     // Started in the last micro-batch only, overlapping the backward of the
     // earlier layers; the update waits for it.
+    if (bucket->shardGradsEachMicrobatch) {
+      // ZeRO-2: every micro-batch, finished at the micro-batch's end.
+      emit(rtf::Opcode::ReduceScatterStart,
+           {bucket->flatGrad, bucket->gradPartial}, {g, bucket->slot});
+      shardsInFlight.push_back(bucket - buckets.data());
+      return success();
+    }
     // (A pipeline schedule lowers it in the last micro-batch only.)
     bool lastOnly = !pipelined();
     if (bucket->scatter)
@@ -530,6 +537,7 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
     for (Operation &op : step.getBody().front())
       if (failed(lowerOp(&op)))
         return failure();
+    finishGradientShards();
     if (tokens < 0 || targets < 0 || loss < 0)
       return step.emitError("the training step must read inputs 'tokens' "
                             "and 'targets' and return the loss");
@@ -581,6 +589,10 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
       desc.name = name;
       desc.value = buffers[p.value].emitted;
       desc.grad = buffers[p.grad].emitted;
+      // Under ZeRO-2 the full gradient is transient: name the shard's piece.
+      if (p.bucket >= 0 && buckets[p.bucket].shardGradsEachMicrobatch &&
+          !p.pieces.empty())
+        desc.grad = buffers[p.pieces.front().grad].emitted;
       if (!p.pieces.empty()) {
         for (int s : p.pieces.front().state)
           desc.state.push_back(buffers[s].emitted);
@@ -616,15 +628,20 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
     builder.setDataRowStart(parallel.dpIndex *
                             (globalBatch / std::max<int64_t>(parallel.dp, 1)));
 
-    // Gradients start each step at zero (bucket padding included).
+    // Gradients start each step at zero (bucket padding included); under
+    // ZeRO-2 what persists is the shard.
     llvm::DenseSet<int> zeroed;
     for (const std::string &name : paramOrder) {
       int g = params[name].grad;
       int root = buffers[g].root < 0 ? g : buffers[g].root;
-      if (zeroed.insert(root).second)
+      if (!lazyZero.count(root) && zeroed.insert(root).second)
         builder.emit(rtf::SequenceKind::StepBegin, rtf::Opcode::Fill,
                      {buffers[root].emitted}, {}, {0.0});
     }
+    for (const Bucket &bucket : buckets)
+      if (bucket.shardGradsEachMicrobatch)
+        builder.emit(rtf::SequenceKind::StepBegin, rtf::Opcode::Fill,
+                     {buffers[bucket.gradShard].emitted}, {}, {0.0});
     auto operandsOf = [&](const PendingInstruction &inst) {
       std::vector<uint32_t> ops;
       for (int b : inst.operands)

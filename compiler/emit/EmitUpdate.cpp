@@ -110,7 +110,17 @@ LogicalResult ProgramEmitter::collectParams() {
     }
     b.elements = (b.elements + size - 1) / size * size;
     std::string base = "bucket" + std::to_string(b.slot);
-    b.flatGrad = newBuffer(base + ".grad", {b.elements}, rtf::DType::F32, true);
+    // ZeRO-2 keeps only the shard of the gradient between micro-batches: the
+    // full flat gradient lives from its first write in a micro-batch's
+    // backward to its reduce-scatter.
+    b.shardGradsEachMicrobatch = b.scatter && parallel.zero >= 2;
+    b.flatGrad = newBuffer(base + ".grad", {b.elements}, rtf::DType::F32,
+                           !b.shardGradsEachMicrobatch);
+    if (b.shardGradsEachMicrobatch) {
+      lazyZero.insert(b.flatGrad);
+      b.gradPartial = newBuffer(base + ".grad_partial", {b.elements / size},
+                                rtf::DType::F32);
+    }
     if (b.scatter) {
       b.flatValue =
           newBuffer(base + ".value", {b.elements}, rtf::DType::F32, true);
@@ -255,7 +265,8 @@ void ProgramEmitter::emitUpdate(rtf::ProgramBuilder &b) {
   auto id = [&](int buf) { return buffers[buf].emitted; };
   const auto U = rtf::SequenceKind::Update;
   for (const Bucket &bucket : buckets)
-    b.emit(U, rtf::Opcode::Wait, {}, {bucket.slot});
+    if (!bucket.shardGradsEachMicrobatch)
+      b.emit(U, rtf::Opcode::Wait, {}, {bucket.slot});
 
   // Parameters held by several pipeline stages (tied embeddings) sum their
   // partial gradients across those stages, and, being outside the buckets,
@@ -341,6 +352,20 @@ std::string getStr(DictionaryAttr d, StringRef key, StringRef fallback) {
   if (auto a = d ? d.getAs<StringAttr>(key) : nullptr)
     return a.getValue().str();
   return fallback.str();
+}
+
+} // namespace strata::emit
+
+namespace strata::emit {
+
+void ProgramEmitter::finishGradientShards() {
+  for (int index : shardsInFlight) {
+    const Bucket &b = buckets[index];
+    keepAlive(b.flatGrad);
+    emit(rtf::Opcode::Wait, {}, {b.slot});
+    emit(rtf::Opcode::Accumulate, {b.gradPartial, b.gradShard});
+  }
+  shardsInFlight.clear();
 }
 
 } // namespace strata::emit

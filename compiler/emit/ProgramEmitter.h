@@ -72,6 +72,10 @@ struct Bucket {
   std::vector<int64_t> offsets; ///< Element offset of each param.
   int64_t elements = 0;         ///< Padded total.
   int flatGrad = -1, flatValue = -1, gradShard = -1;
+  /// ZeRO-2: reduce-scatter after every micro-batch into gradPartial and
+  /// accumulate into gradShard; flatGrad is transient.
+  bool shardGradsEachMicrobatch = false;
+  int gradPartial = -1;
   int slot = -1;
 };
 
@@ -159,6 +163,12 @@ private:
   void emit(rtf::Opcode opcode, std::vector<int> operands,
             std::vector<int64_t> ints = {}, std::vector<double> floats = {},
             bool lastOnly = false) {
+    for (int b : operands) {
+      // A transient accumulation buffer starts each use at zero.
+      int root = b < 0 ? -1 : buffers[b].root < 0 ? b : buffers[b].root;
+      if (root >= 0 && lazyZero.count(root) && lazyZeroDone.insert(root).second)
+        emit(rtf::Opcode::Fill, {root}, {}, {0.0});
+    }
     int64_t pos = pending.size();
     for (int b : operands) {
       if (b < 0) // an absent optional operand (load_batch)
@@ -202,6 +212,10 @@ private:
     return !pipelined() || stageOf(op) % parallel.pp == parallel.ppIndex;
   }
 
+  /// Waits for this micro-batch's ZeRO-2 gradient reduce-scatters and adds
+  /// them into the gradient shards.
+  void finishGradientShards();
+
   // --- phases ---
   LogicalResult lowerPipeline(func::FuncOp step);
   LogicalResult lowerPipelineOp(Operation *op, int64_t microbatch);
@@ -219,6 +233,10 @@ private:
   ModuleOp module;
   const ParallelContext &parallel;
   std::vector<Bucket> buckets;
+  /// Transient buffers zero-filled before their first use in a micro-batch.
+  llvm::DenseSet<int> lazyZero, lazyZeroDone;
+  /// ZeRO-2 buckets whose reduce-scatter is in flight in this micro-batch.
+  std::vector<int> shardsInFlight;
   std::vector<LogicalBuffer> buffers;
   std::vector<PendingInstruction> pending;
   llvm::DenseMap<Value, int> valueBuffer;
