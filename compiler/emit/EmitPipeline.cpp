@@ -185,6 +185,7 @@ LogicalResult ProgramEmitter::lowerPipeline(func::FuncOp step) {
     currentMicrobatch = task.microbatch;
     LogicalResult r = success();
     lazyZeroDone.clear();
+    useGatheredValues(/*backward=*/!task.forward);
     for (Operation *op :
          task.forward ? forwardOps[stage] : backwardOps[stage])
       if (failed(r = lowerPipelineOp(op, task.microbatch)))

@@ -239,7 +239,9 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
   LogicalResult status =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
           .Case([&](ParamOp p) {
-            valueBuffer[p] = params[p.getName()].value;
+            const ParamInfo &info = params[p.getName()];
+            valueBuffer[p] =
+                info.valueForward >= 0 ? info.valueForward : info.value;
             return success();
           })
           .Case([&](InputOp in) -> LogicalResult {
@@ -262,6 +264,9 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             return success();
           })
           .Case([&](ConstantOp c) -> LogicalResult {
+            // Backward begins: ZeRO-3 parameters are gathered afresh.
+            if (c->hasAttr("strata.backward_begin") && !pipelined())
+              useGatheredValues(/*backward=*/true);
             // A loss seed is folded into cross_entropy_bwd's scale.
             if (llvm::all_of(c->getUsers(), [](Operation *u) {
                   return isa<CrossEntropyGradOp>(u);
@@ -534,6 +539,22 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
       return failure();
     loss = stepLoss;
   } else {
+    // ZeRO-3 buckets in the order the micro-batch first uses them, for
+    // prefetching.
+    bool backward = false;
+    for (Operation &op : step.getBody().front()) {
+      backward |= op.hasAttr("strata.backward_begin");
+      for (Value v : op.getOperands())
+        if (auto param = v.getDefiningOp<ParamOp>()) {
+          const ParamInfo &info = params[param.getName()];
+          if (info.valueForward < 0)
+            continue;
+          const Bucket &b = buckets[info.bucket];
+          int root = backward ? b.flatValueBackward : b.flatValue;
+          if (!llvm::is_contained(gatherOrder, root))
+            gatherOrder.push_back(root);
+        }
+    }
     for (Operation &op : step.getBody().front())
       if (failed(lowerOp(&op)))
         return failure();
@@ -589,10 +610,9 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
       desc.name = name;
       desc.value = buffers[p.value].emitted;
       desc.grad = buffers[p.grad].emitted;
-      // Under ZeRO-2 the full gradient is transient: name the shard's piece.
-      if (p.bucket >= 0 && buckets[p.bucket].shardGradsEachMicrobatch &&
-          !p.pieces.empty())
-        desc.grad = buffers[p.pieces.front().grad].emitted;
+      // Under ZeRO-2/3 the full gradient is transient: name the shard's piece.
+      if (p.descGrad >= 0)
+        desc.grad = buffers[p.descGrad].emitted;
       if (!p.pieces.empty()) {
         for (int s : p.pieces.front().state)
           desc.state.push_back(buffers[s].emitted);
@@ -600,6 +620,13 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
       } else {
         for (int s : p.emptyState)
           desc.state.push_back(buffers[s].emitted);
+      }
+      if (p.valueForward >= 0) {
+        desc.valueSharded = true;
+        auto box = cast<RankedTensorType>(p.op.getType()).getShape();
+        desc.boxShape.assign(box.begin(), box.end());
+        if (!p.pieces.empty())
+          desc.stateOffset = p.pieces.front().paramOffset;
       }
       StringRef init = p.op.getInit();
       desc.init = init == "ones"    ? rtf::InitKind::Ones

@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 #include <algorithm>
 
@@ -121,24 +122,41 @@ LogicalResult ProgramEmitter::collectParams() {
       b.gradPartial = newBuffer(base + ".grad_partial", {b.elements / size},
                                 rtf::DType::F32);
     }
+    b.shardParams = b.scatter && parallel.zero >= 3;
     if (b.scatter) {
-      b.flatValue =
-          newBuffer(base + ".value", {b.elements}, rtf::DType::F32, true);
+      b.flatValue = newBuffer(base + ".value", {b.elements}, rtf::DType::F32,
+                              !b.shardParams);
       b.gradShard = newBuffer(base + ".grad_shard", {b.elements / size},
                               rtf::DType::F32, true);
+    }
+    if (b.shardParams) {
+      b.valueShard = newBuffer(base + ".value_shard", {b.elements / size},
+                               rtf::DType::F32, true);
+      b.flatValueBackward = newBuffer(base + ".value_backward", {b.elements},
+                                      rtf::DType::F32);
+      int64_t g = parallel.groupIds.at(b.group);
+      lazyGather[b.flatValue] = {b.valueShard, g};
+      lazyGather[b.flatValueBackward] = {b.valueShard, g};
     }
     for (auto [name, offset] : llvm::zip(b.params, b.offsets)) {
       ParamInfo &info = params[name];
       auto shape = cast<RankedTensorType>(info.op.getType()).getShape();
       info.grad = viewOf(b.flatGrad, name + ".grad", shape, offset * 4);
-      if (b.scatter)
+      if (b.shardParams) {
+        info.valueForward = viewOf(b.flatValue, name + ".gathered", shape,
+                                   offset * 4);
+        info.valueBackward = viewOf(b.flatValueBackward,
+                                    name + ".gathered_backward", shape,
+                                    offset * 4);
+      } else if (b.scatter) {
         info.value = viewOf(b.flatValue, name, shape, offset * 4);
+      }
     }
   }
   for (const std::string &name : paramOrder) {
     ParamInfo &info = params[name];
     auto shape = cast<RankedTensorType>(info.op.getType()).getShape();
-    if (info.value < 0)
+    if (info.value < 0 && info.valueForward < 0)
       info.value = newBuffer(name, shape, rtf::DType::F32, true);
     if (info.grad < 0)
       info.grad = newBuffer(name + ".grad", shape, rtf::DType::F32, true);
@@ -224,6 +242,11 @@ void ProgramEmitter::planUpdates() {
     if (!distinct && parallel.dpIndex != 0)
       p.normOwner = false;
     if (begin >= end) {
+      if (p.valueForward >= 0)
+        p.value = viewOf(buckets[p.bucket].valueShard, name, {0}, 0);
+      if (p.bucket >= 0 && buckets[p.bucket].shardGradsEachMicrobatch)
+        p.descGrad = viewOf(buckets[p.bucket].gradShard, name + ".grad_piece",
+                            {0}, 0);
       // Another replica updates all of it: empty state ranges keep the
       // parameter table uniform (the runtime saves nothing for them).
       for (int k = 0; k < nstate; ++k)
@@ -234,9 +257,19 @@ void ProgramEmitter::planUpdates() {
     UpdatePiece piece;
     piece.paramOffset = begin;
     bool whole = begin == 0 && end == n;
-    piece.value = whole ? p.value
-                        : viewOf(p.value, name + ".update", {end - begin},
-                                 begin * 4);
+    if (p.valueForward >= 0) {
+      // ZeRO-3: the piece of the persistent shard is the parameter's value.
+      const Bucket &b = buckets[p.bucket];
+      int64_t shard = b.elements / parallel.groupSize(b.group);
+      int64_t off = b.offsets[llvm::find(b.params, name) - b.params.begin()];
+      int64_t inShard = off + begin - parallel.groupRank(b.group) * shard;
+      p.value = viewOf(b.valueShard, name, {end - begin}, inShard * 4);
+      piece.value = p.value;
+    } else {
+      piece.value = whole ? p.value
+                          : viewOf(p.value, name + ".update", {end - begin},
+                                   begin * 4);
+    }
     if (p.bucket >= 0 && buckets[p.bucket].scatter) {
       // The reduced gradient lives in the bucket's shard buffer.
       const Bucket &b = buckets[p.bucket];
@@ -248,6 +281,8 @@ void ProgramEmitter::planUpdates() {
     } else {
       piece.grad = p.grad;
     }
+    if (p.bucket >= 0 && buckets[p.bucket].shardGradsEachMicrobatch)
+      p.descGrad = piece.grad;
     for (int k = 0; k < nstate; ++k)
       piece.state.push_back(newBuffer(name + stateNames[k],
                                       whole ? buffers[p.value].shape
@@ -324,7 +359,7 @@ void ProgramEmitter::emitUpdate(rtf::ProgramBuilder &b) {
     }
   }
   for (const Bucket &bucket : buckets) {
-    if (!bucket.scatter)
+    if (!bucket.scatter || bucket.shardParams)
       continue;
     int64_t shard = bucket.elements / parallel.groupSize(bucket.group);
     int64_t start = parallel.groupRank(bucket.group) * shard;
@@ -366,6 +401,48 @@ void ProgramEmitter::finishGradientShards() {
     emit(rtf::Opcode::Accumulate, {b.gradPartial, b.gradShard});
   }
   shardsInFlight.clear();
+}
+
+} // namespace strata::emit
+
+namespace strata::emit {
+
+void ProgramEmitter::useGatheredValues(bool backward) {
+  for (const std::string &name : paramOrder) {
+    ParamInfo &p = params[name];
+    Value v = p.op.getResult();
+    if (p.valueForward >= 0 && valueBuffer.count(v))
+      valueBuffer[v] = backward ? p.valueBackward : p.valueForward;
+  }
+}
+
+} // namespace strata::emit
+
+namespace strata::emit {
+
+void ProgramEmitter::gatherParameters(int root) {
+  llvm::SaveAndRestore<bool> guard(emittingGather, true);
+  auto [shard, group] = lazyGather.at(root);
+  auto pre = prefetchSlot.find(root);
+  if (pre != prefetchSlot.end()) {
+    emit(rtf::Opcode::Wait, {}, {pre->second});
+    prefetchSlot.erase(pre);
+  } else {
+    emit(rtf::Opcode::AllGather, {shard, root}, {group});
+  }
+  // Prefetch: start the next bucket's gather so it overlaps this bucket's
+  // compute (one in flight, in the last request slot).
+  auto it = llvm::find(gatherOrder, root);
+  if (it == gatherOrder.end() || it + 1 == gatherOrder.end())
+    return;
+  int next = *(it + 1);
+  if (lazyZeroDone.count(next) || prefetchSlot.count(next) ||
+      !prefetchSlot.empty())
+    return;
+  auto [nextShard, nextGroup] = lazyGather.at(next);
+  int64_t slot = rtf::kNumRequestSlots - 1;
+  emit(rtf::Opcode::AllGatherStart, {nextShard, next}, {nextGroup, slot});
+  prefetchSlot[next] = slot;
 }
 
 } // namespace strata::emit

@@ -76,6 +76,10 @@ struct Bucket {
   /// accumulate into gradShard; flatGrad is transient.
   bool shardGradsEachMicrobatch = false;
   int gradPartial = -1;
+  /// ZeRO-3: only `valueShard` persists; the full parameters are gathered
+  /// into `flatValue` (forward) and `flatValueBackward` before first use.
+  bool shardParams = false;
+  int flatValueBackward = -1, valueShard = -1;
   int slot = -1;
 };
 
@@ -90,6 +94,12 @@ struct ParamInfo {
   bool normOwner = true;
   int bucket = -1;
   bool tied = false; ///< declared on several pipeline stages
+  /// ZeRO-3: the gathered full value seen by forward and backward ops
+  /// (`value` is then this rank's persistent piece).
+  int valueForward = -1, valueBackward = -1;
+  /// The gradient buffer the runtime is told about when it is not `grad`
+  /// (ZeRO-2/3: the piece of the persistent shard).
+  int descGrad = -1;
   std::vector<int> emptyState; ///< when this rank updates none of it
 };
 
@@ -164,10 +174,16 @@ private:
             std::vector<int64_t> ints = {}, std::vector<double> floats = {},
             bool lastOnly = false) {
     for (int b : operands) {
-      // A transient accumulation buffer starts each use at zero.
+      if (emittingGather)
+        break;
+      // A transient accumulation buffer starts each use at zero; a ZeRO-3
+      // parameter bucket is gathered before its first use.
       int root = b < 0 ? -1 : buffers[b].root < 0 ? b : buffers[b].root;
       if (root >= 0 && lazyZero.count(root) && lazyZeroDone.insert(root).second)
         emit(rtf::Opcode::Fill, {root}, {}, {0.0});
+      auto gather = root >= 0 ? lazyGather.find(root) : lazyGather.end();
+      if (gather != lazyGather.end() && lazyZeroDone.insert(root).second)
+        gatherParameters(root);
     }
     int64_t pos = pending.size();
     for (int b : operands) {
@@ -235,6 +251,19 @@ private:
   std::vector<Bucket> buckets;
   /// Transient buffers zero-filled before their first use in a micro-batch.
   llvm::DenseSet<int> lazyZero, lazyZeroDone;
+  /// Transient ZeRO-3 buffers -> (persistent shard, group id) to gather from.
+  llvm::DenseMap<int, std::pair<int, int64_t>> lazyGather;
+  /// Points ZeRO-3 parameters at their backward (or forward) gathers.
+  void useGatheredValues(bool backward);
+  /// Makes the ZeRO-3 bucket `root` available (waiting for its prefetch or
+  /// gathering it) and prefetches the bucket used next.
+  void gatherParameters(int root);
+  /// ZeRO-3 buckets in order of first use (forward, then backward).
+  std::vector<int> gatherOrder;
+  /// Set while emitting gathers, whose operands must not trigger gathers.
+  bool emittingGather = false;
+  /// Bucket buffers whose gather was started ahead, with the slot.
+  llvm::DenseMap<int, int64_t> prefetchSlot;
   /// ZeRO-2 buckets whose reduce-scatter is in flight in this micro-batch.
   std::vector<int> shardsInFlight;
   std::vector<LogicalBuffer> buffers;

@@ -277,6 +277,10 @@ int runCalibrate(const CalibrateOptions &opts) {
                 "MPI. Install OpenMPI (Debian: apt-get install openmpi-bin) "
                 "or pass --mpirun PATH");
   std::string probe = findProbe(opts.probe);
+  // A bare name is looked up on PATH, as mpirun would.
+  if (probe.find('/') == std::string::npos)
+    if (llvm::ErrorOr<std::string> onPath = llvm::sys::findProgramByName(probe))
+      probe = *onPath;
   if (!llvm::sys::fs::can_execute(probe))
     return fail("the calibration probe '" + probe +
                 "' is missing or not executable; build the "
