@@ -124,4 +124,23 @@ def StrataAssignPipelineStages
   let dependentDialects = ["::strata::StrataDialect"];
 }
 
+def StrataRecompute : Pass<"strata-recompute", "mlir::ModuleOp"> {
+  let summary = "Recomputes layer activations in the backward pass";
+  let description = [{
+    Activation recomputation (checkpointing) on @train_microbatch: for each
+    repeated layer (`strata.layer`), the forward ops are cloned right before
+    the layer's first backward op and the backward ops use the clones, so the
+    forward activations die after their last forward use and the memory
+    planner reuses their bytes. `mode=full` recomputes every op of the layer
+    from its input (Megatron's full recomputation: only layer inputs are
+    kept); `mode=selective` recomputes only the attention core: the
+    sequence-by-sequence scores and their softmax (Korthikanti et al. 2022).
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"full\"",
+           "full | selective">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
 #endif // STRATA_PASSES_TD

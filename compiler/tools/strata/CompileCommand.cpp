@@ -80,6 +80,9 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
   os << "strata-autodiff{loss-scale="
      << llvm::format("%.17g", double(plan.microBatch) / double(globalBatch))
      << "},strata-build-optimizer";
+  if (plan.recompute != planner::Recompute::None)
+    os << ",strata-recompute{mode=" << planner::recomputeName(plan.recompute)
+       << "}";
   if (plan.dp > 1)
     os << ",strata-insert-gradient-reduction{zero=" << plan.zero
        << " bucket-bytes=" << bucketBytes << "}";
@@ -139,9 +142,6 @@ int runCompile(const CompileOptions &opts) {
       return llvm::StringRef(p).starts_with(key + "=");
     });
   };
-  for (const char *pin : {"recompute=none"})
-    if (!pinned(llvm::StringRef(pin).split('=').first.str()))
-      request.pins.push_back(pin);
   {
     std::vector<frontend::Diagnostic> diags;
     if (auto s = frontend::loadModelSpec(opts.model, diags))
@@ -162,8 +162,6 @@ int runCompile(const CompileOptions &opts) {
                  << " (plan: " << plan.summary() << ")\n";
     return 1;
   };
-  if (plan.recompute != planner::Recompute::None)
-    return unsupported("recomputation", "--pin recompute=none");
   llvm::outs() << "plan: " << plan.summary() << "\n";
 
   std::vector<frontend::Diagnostic> diags;
