@@ -435,7 +435,7 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   sc.reserved = dev.reservedBytes;
   sc.memoryLimit = dev.memoryBytes;
   if (p.dp > 1 && p.zero < 3)
-    sc.commBuffers += 2 * 25.0 * 1024 * 1024; // two gradient buckets
+    sc.commBuffers += 2.0 * double(p.bucketBytes); // two gradient buckets
   if (p.pp > 1)
     sc.commBuffers += 2 * T * h * e; // send and receive buffers
   if (p.sp && p.tp > 1)

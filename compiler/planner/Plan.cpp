@@ -86,7 +86,8 @@ bool Plan::operator==(const Plan &o) const {
   return dp == o.dp && tp == o.tp && pp == o.pp && vpp == o.vpp &&
          microBatch == o.microBatch && numMicrobatches == o.numMicrobatches &&
          schedule == o.schedule && zero == o.zero && recompute == o.recompute &&
-         sp == o.sp && axisOrder == o.axisOrder && stageLayers == o.stageLayers;
+         sp == o.sp && axisOrder == o.axisOrder && stageLayers == o.stageLayers &&
+         bucketBytes == o.bucketBytes;
 }
 
 std::string Plan::summary() const {
@@ -114,6 +115,7 @@ static json planJson(const Plan &p) {
   j["zero"] = p.zero;
   j["recompute"] = recomputeName(p.recompute);
   j["sp"] = p.sp;
+  j["bucket_bytes"] = p.bucketBytes;
   j["placement"] = {axisName(p.axisOrder[0]), axisName(p.axisOrder[1]),
                     axisName(p.axisOrder[2])};
   j["stage_layers"] = p.stageLayers;
@@ -154,7 +156,8 @@ std::optional<Plan> Plan::fromJson(const std::string &text,
       !intField("pp", p.pp, 1) || !intField("vpp", p.vpp, 1) ||
       !intField("micro_batch", p.microBatch, 1) ||
       !intField("num_microbatches", p.numMicrobatches, 1) ||
-      !intField("zero", zero, 0))
+      !intField("zero", zero, 0) ||
+      !intField("bucket_bytes", p.bucketBytes, 1))
     return std::nullopt;
   if (zero > 3) {
     error = "plan field 'zero' must be 0, 1, 2 or 3";

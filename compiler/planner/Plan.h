@@ -40,6 +40,9 @@ struct Plan {
   int zero = 0; ///< ZeRO stage 0..3 over the data-parallel group
   Recompute recompute = Recompute::None;
   bool sp = false; ///< sequence parallelism inside the tensor-parallel group
+  /// Target bytes of gradient per data-parallel reduction bucket (as PyTorch
+  /// DDP's bucket_cap_mb); pinnable, not searched.
+  int64_t bucketBytes = 25 << 20;
   /// Device placement: which axis is innermost in the rank numbering. The
   /// default puts tensor parallelism inside a node and pipeline outermost.
   std::array<Axis, 3> axisOrder = {Axis::TP, Axis::DP, Axis::PP};

@@ -25,6 +25,7 @@ DictionaryAttr strata::planner::planToAttr(const Plan &plan, MLIRContext *ctx) {
       b.getNamedAttr("recompute",
                      b.getStringAttr(recomputeName(plan.recompute))),
       b.getNamedAttr("sp", b.getBoolAttr(plan.sp)),
+      b.getNamedAttr("bucket_bytes", b.getI64IntegerAttr(plan.bucketBytes)),
       b.getNamedAttr("placement", b.getArrayAttr(placement)),
       b.getNamedAttr("stage_layers", b.getDenseI64ArrayAttr(plan.stageLayers)),
   };
@@ -56,7 +57,7 @@ std::optional<Plan> strata::planner::planFromAttr(DictionaryAttr attr,
       !getInt("pp", plan.pp) || !getInt("vpp", plan.vpp) ||
       !getInt("micro_batch", plan.microBatch) ||
       !getInt("num_microbatches", plan.numMicrobatches) ||
-      !getInt("zero", zero))
+      !getInt("zero", zero) || !getInt("bucket_bytes", plan.bucketBytes))
     return std::nullopt;
   plan.zero = static_cast<int>(zero);
   auto schedule = getStr("schedule");

@@ -57,6 +57,8 @@ bool parsePin(const std::string &text, Pins &pins, std::string &error) {
     ok = integer(pins.microBatch, 1, big);
   else if (key == "num_microbatches")
     ok = integer(pins.numMicrobatches, 1, big);
+  else if (key == "bucket_bytes")
+    ok = integer(pins.bucketBytes, 1, big);
   else if (key == "zero") {
     std::optional<int64_t> z;
     ok = integer(z, 0, 3);
@@ -102,7 +104,7 @@ bool parsePin(const std::string &text, Pins &pins, std::string &error) {
   } else {
     error = "--pin " + text + ": unknown plan field '" + key +
             "'; pinnable: dp, tp, pp, vpp, micro_batch, num_microbatches, "
-            "schedule, zero, recompute, sp, placement";
+            "schedule, zero, recompute, sp, placement, bucket_bytes";
     ok = false;
   }
   if (ok)
@@ -484,6 +486,8 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                     p.microBatch = mb, p.numMicrobatches = nmb;
                     p.schedule = sched, p.vpp = vpp, p.zero = zero;
                     p.recompute = rc, p.sp = sp;
+                    if (pins.bucketBytes)
+                      p.bucketBytes = *pins.bucketBytes;
                     ++r.spaceSize;
                     StageCosts sc = cm.stageCosts(p);
                     double lt = sc.layerTime();

@@ -25,6 +25,7 @@ namespace strata::planner {
 /// Plan fields fixed by the user (`--pin key=value`); unset ones are searched.
 struct Pins {
   std::optional<int64_t> dp, tp, pp, vpp, microBatch, numMicrobatches;
+  std::optional<int64_t> bucketBytes;
   std::optional<Schedule> schedule;
   std::optional<int> zero;
   std::optional<Recompute> recompute;

@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // Every value a rank holds is defined on the whole tensor's element indices
-// (ParamLayout.h), so initialisation and loading never depend on the plan.
+// (ParamLayout.h), so initialisation and loading never depend on the plan,
+// whether a rank holds a box of the tensor or (ZeRO-3) a flat range of one.
 // A one-rank run saves whole tensors (model.safetensors is a plain weights
 // file); a multi-rank run saves one file per rank plus index.json, and can
 // only be resumed under the same plan (docs/runtime.md).
@@ -143,9 +144,9 @@ void Trainer::initParameters() {
     uint64_t key = initKey(seed_, p.name);
     // Padding past the global shape stays zero whatever the init.
     if (p.init == InitKind::Ones)
-      forEachInRange(layout, [&](int64_t l, int64_t) { v[l] = 1.0f; });
+      forEachHeldValue(layout, [&](int64_t l, int64_t) { v[l] = 1.0f; });
     else if (p.init == InitKind::Normal)
-      forEachInRange(layout, [&](int64_t l, int64_t g) {
+      forEachHeldValue(layout, [&](int64_t l, int64_t g) {
         v[l] = float(p.initStd * standardNormal(key, g));
       });
     writeF32(p.value, v);
@@ -189,35 +190,48 @@ void Trainer::loadParamValue(const ParamDesc &param,
          shapeString(layout.checkpoint));
   std::vector<float> local(rankProgram().buffers[param.value].numElements(),
                            0.0f);
-  forEachInRange(layout, [&](int64_t l, int64_t g) { local[l] = global[g]; });
+  forEachHeldValue(layout, [&](int64_t l, int64_t g) { local[l] = global[g]; });
   writeF32(param.value, local);
 }
 
 void Trainer::loadInitialWeights(const std::string &path) {
   initParameters(); // Zero grads and optimizer state.
   SafeTensorsFile file = SafeTensorsFile::open(path);
-  std::vector<std::string> names;
-  for (const ParamDesc &p : rankProgram().params)
-    names.push_back(p.name);
-  checkWeightsFile(file, names);
+  // The file holds the whole model: check it against every rank's
+  // parameters (a pipeline stage holds only some of them), load ours.
+  std::set<std::string> all;
+  for (const RankProgram &rp : program_.ranks)
+    for (const ParamDesc &p : rp.params)
+      all.insert(p.name);
+  checkWeightsFile(file, std::vector<std::string>(all.begin(), all.end()));
   for (const ParamDesc &p : rankProgram().params) {
     const SafeTensorInfo &info = *file.find(p.name);
     loadParamValue(p, file.readF32(info), info.shape, "--init " + path);
   }
 }
 
-uint32_t Trainer::valueOwner(uint32_t rank, const ParamDesc &param) const {
+Trainer::ValueSource Trainer::valueSource(uint32_t rank,
+                                          const ParamDesc &param) const {
   ParamLayout mine = layoutOf(program_.ranks[rank], param);
-  for (uint32_t r = 0; r < rank; ++r) {
+  ValueSource best{rank, mine.valueOffset, mine.valueOffset + mine.valueCount};
+  if (mine.valueSharded && mine.valueCount == 0)
+    return best; // Nothing to save or load.
+  for (uint32_t r = 0; r < program_.ranks.size(); ++r) {
     const ParamDesc *other = findParam(program_.ranks[r], param.name);
-    if (!other)
+    if (!other || r == rank)
       continue;
     ParamLayout theirs = layoutOf(program_.ranks[r], *other);
-    if (theirs.local == mine.local && theirs.view == mine.view &&
-        theirs.start == mine.start)
-      return r;
+    if (theirs.local != mine.local || theirs.view != mine.view ||
+        theirs.start != mine.start)
+      continue;
+    int64_t begin = theirs.valueOffset, end = begin + theirs.valueCount;
+    if (begin > mine.valueOffset || end < mine.valueOffset + mine.valueCount)
+      continue;
+    int64_t width = end - begin, bestWidth = best.end - best.begin;
+    if (width > bestWidth || (width == bestWidth && r < best.rank))
+      best = {r, begin, end};
   }
-  return rank;
+  return best;
 }
 
 uint32_t Trainer::stateOwner(uint32_t rank, const ParamDesc &param) const {
@@ -240,6 +254,11 @@ std::string Trainer::layoutFingerprint() const {
               shapeString(l.start) + shapeString(l.checkpoint) + "+" +
               std::to_string(l.stateOffset) + ":" +
               std::to_string(l.stateCount);
+      // Only value-sharded parameters add to the text, so that earlier
+      // checkpoints keep their fingerprints.
+      if (l.valueSharded)
+        text += "~v" + std::to_string(l.valueOffset) + ":" +
+                std::to_string(l.valueCount);
     }
   }
   uint64_t h = fnv1a64(reinterpret_cast<const uint8_t *>(text.data()),
@@ -289,15 +308,15 @@ void Trainer::saveSingleRank(const std::string &dir) const {
   stateNames.reserve(rp.params.size() * suffixes.size());
   for (const ParamDesc &p : rp.params) {
     ParamLayout layout = layoutOf(rp, p);
-    if (!layout.coversWhole())
+    if (!layout.coversWhole() || layout.valueOffset != 0 ||
+        layout.valueCount != layout.boxElements())
       fail("--save ", dir, ": parameter '", p.name, "' holds only part of ",
            shapeString(layout.view), " on the only rank; the program is "
            "inconsistent, recompile it");
     std::vector<float> local = readF32(p.value);
     values.emplace_back(shapeElements(layout.checkpoint));
-    forEachInRange(layout, [&](int64_t l, int64_t g) {
-      values.back()[g] = local[l];
-    });
+    forEachHeldValue(
+        layout, [&](int64_t l, int64_t g) { values.back()[g] = local[l]; });
     model.push_back({p.name, "F32", layout.checkpoint, values.back().data(),
                      values.back().size() * 4});
     for (size_t s = 0; s < p.state.size(); ++s) {
@@ -455,17 +474,23 @@ void Trainer::saveMultiRank(const std::string &dir) const {
           names.reserve(data.capacity());
           for (const ParamDesc &p : rp.params) {
             ParamLayout layout = layoutOf(rp, p);
-            if (valueOwner(rank_, p) == rank_) {
+            if (valueOwner(rank_, p) == rank_ &&
+                (!p.valueSharded || layout.valueCount > 0)) {
+              // The elements inside the tensor, in flat order: a box piece
+              // in the box's clipped shape, a ZeRO-3 range piece flat.
               std::vector<float> local = readF32(p.value);
               std::vector<float> piece;
               piece.reserve(local.size());
-              forEachInRange(layout, [&](int64_t l, int64_t) {
+              forEachHeldValue(layout, [&](int64_t l, int64_t) {
                 piece.push_back(local[l]);
               });
+              std::vector<int64_t> shape =
+                  p.valueSharded ? std::vector<int64_t>{int64_t(piece.size())}
+                                 : layout.clipped();
               data.push_back(std::move(piece));
               names.push_back(p.name);
-              tensors.push_back({names.back(), "F32", layout.clipped(),
-                                 data.back().data(), data.back().size() * 4});
+              tensors.push_back({names.back(), "F32", shape, data.back().data(),
+                                 data.back().size() * 4});
             }
             if (stateOwner(rank_, p) == rank_)
               for (size_t s = 0; s < p.state.size(); ++s) {
@@ -495,10 +520,20 @@ void Trainer::saveMultiRank(const std::string &dir) const {
               auto &t = tensors[p.name];
               t["global_shape"] = l.view;
               t["checkpoint_shape"] = l.checkpoint;
-              if (valueOwner(r.rank, p) == r.rank)
+              if (valueOwner(r.rank, p) == r.rank && !p.valueSharded)
                 t["pieces"].push_back({{"file", rankFileName(r.rank)},
                                        {"start", l.start},
                                        {"shape", l.clipped()}});
+              else if (valueOwner(r.rank, p) == r.rank && l.valueCount > 0)
+                t["pieces"].push_back(
+                    {{"file", rankFileName(r.rank)},
+                     {"box_start", l.start},
+                     {"box_shape", l.local},
+                     {"offset", l.valueOffset},
+                     {"count", l.valueCount},
+                     {"stored",
+                      countInFlatRange(l, l.valueOffset,
+                                       l.valueOffset + l.valueCount)}});
               if (stateOwner(r.rank, p) == r.rank)
                 for (const std::string &suffix : suffixes)
                   states[p.name + suffix]["pieces"].push_back(
@@ -581,11 +616,26 @@ void Trainer::loadMultiRank(const std::string &dir) {
   };
   for (const ParamDesc &p : rp.params) {
     ParamLayout layout = layoutOf(rp, p);
-    std::vector<float> piece =
-        tensor(fileOf(valueOwner(rank_, p)), p.name, layout.clipped());
     std::vector<float> local(rp.buffers[p.value].numElements(), 0.0f);
-    int64_t k = 0;
-    forEachInRange(layout, [&](int64_t l, int64_t) { local[l] = piece[k++]; });
+    ValueSource source = valueSource(rank_, p);
+    if (layout.valueCount > 0) {
+      // The owner saved the elements of its range inside the tensor in
+      // flat order; this rank's range lies within that range.
+      const ParamDesc &owner = *findParam(program_.ranks[source.rank], p.name);
+      std::vector<int64_t> shape = owner.valueSharded
+                                       ? std::vector<int64_t>{countInFlatRange(
+                                             layout, source.begin, source.end)}
+                                       : layout.clipped();
+      std::vector<float> piece = tensor(fileOf(source.rank), p.name, shape);
+      int64_t k = 0, begin = layout.valueOffset,
+              end = begin + layout.valueCount;
+      forEachInFlatRange(layout, source.begin, source.end,
+                         [&](int64_t i, int64_t) {
+                           if (i >= begin && i < end)
+                             local[i - begin] = piece[k];
+                           ++k;
+                         });
+    }
     writeF32(p.value, local);
     const SafeTensorsFile &stateFile = fileOf(stateOwner(rank_, p));
     for (size_t s = 0; s < p.state.size(); ++s)

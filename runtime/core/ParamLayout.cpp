@@ -12,7 +12,7 @@ namespace strata::rt {
 
 ParamLayout layoutOf(const RankProgram &rank, const ParamDesc &param) {
   ParamLayout l;
-  l.local = rank.buffers[param.value].shape;
+  l.local = paramBoxShape(rank, param);
   l.view = param.globalShape.empty() ? l.local : param.globalShape;
   l.start = param.shardStart.empty() ? std::vector<int64_t>(l.local.size(), 0)
                                      : param.shardStart;
@@ -21,7 +21,23 @@ ParamLayout layoutOf(const RankProgram &rank, const ParamDesc &param) {
   l.stateCount = param.state.empty()
                      ? 0
                      : rank.buffers[param.state[0]].numElements();
+  l.valueSharded = param.valueSharded;
+  l.valueOffset = param.valueSharded ? param.stateOffset : 0;
+  l.valueCount = rank.buffers[param.value].numElements();
   return l;
+}
+
+int64_t ParamLayout::boxElements() const {
+  int64_t count = 1;
+  for (int64_t d : local)
+    count *= d;
+  return count;
+}
+
+int64_t countInFlatRange(const ParamLayout &l, int64_t begin, int64_t end) {
+  int64_t count = 0;
+  forEachInFlatRange(l, begin, end, [&](int64_t, int64_t) { ++count; });
+  return count;
 }
 
 std::vector<int64_t> ParamLayout::clipped() const {
@@ -41,7 +57,8 @@ bool ParamLayout::coversWhole() const {
 bool ParamLayout::operator==(const ParamLayout &o) const {
   return local == o.local && view == o.view && start == o.start &&
          checkpoint == o.checkpoint && stateOffset == o.stateOffset &&
-         stateCount == o.stateCount;
+         stateCount == o.stateCount && valueSharded == o.valueSharded &&
+         valueOffset == o.valueOffset && valueCount == o.valueCount;
 }
 
 std::string shapeString(const std::vector<int64_t> &shape) {

@@ -97,9 +97,22 @@ public:
   void download(uint32_t buffer, void *dst) const;
   void upload(uint32_t buffer, const void *src);
 
-  /// The checkpoint owner of a parameter's value box (or, with `state`, of
-  /// its optimizer-state range) on `rank`: the lowest rank holding the same.
-  uint32_t valueOwner(uint32_t rank, const ParamDesc &param) const;
+  /// Which saved piece holds `rank`'s values of a parameter: among the
+  /// ranks holding the same box, the one with the widest flat range of it
+  /// that contains `rank`'s range (lowest rank on ties), and that range.
+  /// Each such piece is saved once, by its owner; under ZeRO-3 the widest
+  /// ranges tile the box (verifyProgram), so every element is saved once.
+  struct ValueSource {
+    uint32_t rank = 0;
+    int64_t begin = 0, end = 0;
+  };
+  ValueSource valueSource(uint32_t rank, const ParamDesc &param) const;
+  /// The checkpoint owner of a parameter's values (valueSource) or, for
+  /// stateOwner, of its optimizer-state range on `rank`: the lowest rank
+  /// holding the same.
+  uint32_t valueOwner(uint32_t rank, const ParamDesc &param) const {
+    return valueSource(rank, param).rank;
+  }
   uint32_t stateOwner(uint32_t rank, const ParamDesc &param) const;
 
 private:

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <map>
 
+#include <sys/mman.h>
+
 namespace strata::rt {
 
 std::unique_ptr<Device> createCpuDevice() {
@@ -26,6 +28,8 @@ std::unique_ptr<Device> createCpuDevice() {
 namespace cpu {
 
 namespace {
+
+constexpr uint64_t kHugePageBytes = 2u << 20;
 
 /// Rows of the profile: matmuls by shape (their cost differs by orders of
 /// magnitude and by layout), everything else by opcode.
@@ -96,15 +100,23 @@ void CpuDevice::prepare(const RankProgram &rank) {
   std::free(arena_);
   arena_ = nullptr;
   arenaBytes_ = rank.arenaBytes;
-  uint64_t rounded = (arenaBytes_ + kBufferAlignment - 1) / kBufferAlignment *
-                     kBufferAlignment;
+  // Large arenas sit on 2 MiB boundaries and ask for transparent huge
+  // pages: GEMM packing and the vocabulary-wide rows of the logits walk
+  // hundreds of MB, and 4 KiB pages cost them TLB misses (THP is often in
+  // `madvise` mode, so without the hint they get none).
+  const uint64_t alignment =
+      arenaBytes_ >= 2 * kHugePageBytes ? kHugePageBytes : kBufferAlignment;
+  uint64_t rounded = (arenaBytes_ + alignment - 1) / alignment * alignment;
   if (rounded == 0)
-    rounded = kBufferAlignment;
-  arena_ =
-      static_cast<uint8_t *>(std::aligned_alloc(kBufferAlignment, rounded));
+    rounded = alignment;
+  arena_ = static_cast<uint8_t *>(std::aligned_alloc(alignment, rounded));
   if (!arena_)
     fail("cannot allocate the ", arenaBytes_,
          "-byte arena; the plan needs more memory than this machine has");
+#ifdef MADV_HUGEPAGE
+  if (alignment == kHugePageBytes)
+    ::madvise(arena_, rounded, MADV_HUGEPAGE); // A hint: failure is harmless.
+#endif
   std::memset(arena_, 0, rounded);
 
   profile_.clear();

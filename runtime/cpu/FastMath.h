@@ -23,6 +23,19 @@
 #include <cstdint>
 #include <cstring>
 
+/// Before an elementwise loop whose output may be the same array as an
+/// input (the memory plan reuses buffers in place). Without it the compiler
+/// guards the vector loop with an overlap test that in-place calls fail, and
+/// they run the scalar fallback (2-4x slower). Exact aliasing is safe: each
+/// iteration reads element i before it writes element i.
+#if defined(__clang__)
+#define STRATA_ELEMENTWISE _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define STRATA_ELEMENTWISE _Pragma("GCC ivdep")
+#else
+#define STRATA_ELEMENTWISE
+#endif
+
 namespace strata::rt::cpu {
 
 inline float expApprox(float x) {

@@ -36,21 +36,25 @@ void copy(const float *x, float *out, int64_t n) {
 }
 
 void accumulate(const float *x, float *y, int64_t n) {
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
     y[i] += x[i];
 }
 
 void add(const float *a, const float *b, float *out, int64_t n) {
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
     out[i] = a[i] + b[i];
 }
 
 void mul(const float *a, const float *b, float *out, int64_t n) {
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
     out[i] = a[i] * b[i];
 }
 
 void scale(const float *x, float *out, int64_t n, float alpha) {
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
     out[i] = alpha * x[i];
 }
@@ -96,6 +100,7 @@ constexpr float kGeluCubic = 0.044715f;
 // 0.5 (1 + tanh(u)) = sigmoid(2u), and its derivative 0.5 (1 - tanh^2(u))
 // = 2 s (1 - s): one exp per element and no cancellation.
 void geluFwd(const float *x, float *out, int64_t n) {
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
     float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
@@ -104,6 +109,7 @@ void geluFwd(const float *x, float *out, int64_t n) {
 }
 
 void geluBwd(const float *x, const float *dy, float *dx, int64_t n) {
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
     float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
@@ -114,11 +120,13 @@ void geluBwd(const float *x, const float *dy, float *dx, int64_t n) {
 }
 
 void reluFwd(const float *x, float *out, int64_t n) {
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
     out[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 void reluBwd(const float *x, const float *dy, float *dx, int64_t n) {
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
     dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
@@ -148,6 +156,7 @@ void layerNormFwd(const float *x, const float *gamma, const float *beta,
     for (; i < n; ++i)
       acc[0] += (xr[i] - mu) * (xr[i] - mu);
     float rs = 1.0f / std::sqrt(sumLanes(acc) / float(n) + eps);
+    STRATA_ELEMENTWISE
     for (int64_t i = 0; i < n; ++i)
       yr[i] = (xr[i] - mu) * rs * gamma[i] + beta[i];
     mean[r] = mu;
@@ -186,6 +195,7 @@ void layerNormBwd(const float *dy, const float *x, const float *gamma,
     }
     float meanD = sumLanes(accD) / float(n),
           meanDX = sumLanes(accDX) / float(n);
+    STRATA_ELEMENTWISE
     for (int64_t i = 0; i < n; ++i) {
       float xhat = (xr[i] - mu) * rs;
       dxr[i] = rs * (gr[i] * gamma[i] - meanD - xhat * meanDX);
@@ -243,6 +253,7 @@ void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
     for (; j < n; ++j)
       acc[0] += yr[j] * gr[j];
     float dot = sumLanes(acc);
+    STRATA_ELEMENTWISE
     for (j = 0; j < n; ++j)
       dr[j] = scale * yr[j] * (gr[j] - dot);
   }
@@ -278,6 +289,7 @@ void crossEntropyBwd(const float *logits, const int32_t *targets,
     const float *xr = logits + r * vocab;
     float *dr = dlogits + r * vocab;
     float l = lse[r];
+    STRATA_ELEMENTWISE
     for (int64_t j = 0; j < vocab; ++j)
       dr[j] = expApprox(xr[j] - l) * scale;
     int64_t t = targets[r];
@@ -360,6 +372,7 @@ void sgdStep(float *param, const float *grad, float *buf, int64_t n, double lr,
   // torch turns Python scalars into the tensor's dtype before the math.
   const float wd = float(weightDecay), mom = float(momentum),
               negLr = float(-lr);
+  STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i) {
     float g = grad[i] + wd * param[i];
     float b = buf[i] * mom + g;
@@ -396,9 +409,8 @@ void adamwStep(float *param, const float *grad, float *expAvg, float *expAvgSq,
     __m512 g = _mm512_loadu_ps(grad + i);
     __m512 m = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(expAvg + i), vB1),
                              _mm512_mul_ps(vOneMinusB1, g));
-    __m512 v = _mm512_add_ps(
-        _mm512_mul_ps(_mm512_loadu_ps(expAvgSq + i), vB2),
-        _mm512_mul_ps(_mm512_mul_ps(vOneMinusB2, g), g));
+    __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(expAvgSq + i), vB2),
+                             _mm512_mul_ps(_mm512_mul_ps(vOneMinusB2, g), g));
     __m512 denom =
         _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), vBc2Sqrt), vEps);
     _mm512_storeu_ps(expAvg + i, m);

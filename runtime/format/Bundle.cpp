@@ -11,7 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,12 +20,48 @@ namespace strata::rt {
 
 namespace {
 
+/// The bytes of a regular file. std::ifstream would open a directory and then
+/// throw from its buffer with a message naming neither the file nor the
+/// problem; O_NONBLOCK keeps a FIFO from blocking the open.
 std::vector<uint8_t> readWholeFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
     fail(path, ": cannot open: ", std::strerror(errno));
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    fail(path, ": cannot open: ", std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, ": not a regular file; expected an executable file");
+  }
+  std::vector<uint8_t> bytes(size_t(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      fail(path, ": cannot read: ", std::strerror(err));
+    }
+    if (n == 0)
+      break; // The file shrank while we read it.
+    done += size_t(n);
+  }
+  ::close(fd);
+  bytes.resize(done);
+  return bytes;
+}
+
+/// The directory a new file at `path` goes into, for messages: "." for a
+/// bare file name.
+std::string parentDirectory(const std::string &path) {
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
 }
 
 struct Trailer {
@@ -53,20 +90,53 @@ std::optional<Trailer> findTrailer(const std::vector<uint8_t> &file,
 
 void writeFileAtomically(const std::string &path,
                          const std::vector<uint8_t> &bytes, bool executable) {
+  // Check the target and its directory first: the temporary's name means
+  // nothing to the user, and renaming over a directory or a device node
+  // must never be tried.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      fail(path, ": is a directory; expected a file path");
+    if (!S_ISREG(st.st_mode))
+      fail(path, ": exists and is not a regular file; choose another path");
+  }
+  std::string dir = parentDirectory(path);
+  if (::stat(dir.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOENT)
+      fail(path, ": directory '", dir, "' does not exist (", std::strerror(err),
+           "); create it or choose another path");
+    fail(path, ": cannot use directory '", dir, "': ", std::strerror(err),
+         "; choose another path");
+  }
+  if (!S_ISDIR(st.st_mode))
+    fail(path, ": '", dir, "' is not a directory; choose another path");
+
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FILE *f = std::fopen(tmp.c_str(), "wb");
   if (!f)
-    fail(path, ": cannot create ", tmp, ": ", std::strerror(errno));
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (::fsync(::fileno(f)) == 0) && ok;
-  ok = (std::fclose(f) == 0) && ok;
-  if (ok && executable)
-    ok = ::chmod(tmp.c_str(), 0755) == 0;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
+    fail(path, ": cannot create a file in directory '", dir,
+         "': ", std::strerror(errno));
+  int err = 0;
+  auto check = [&](bool ok) {
+    if (!ok && err == 0)
+      err = errno ? errno : EIO;
+  };
+  errno = 0;
+  check(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+  check(std::fflush(f) == 0);
+  check(::fsync(::fileno(f)) == 0);
+  check(std::fclose(f) == 0);
+  if (err == 0 && executable)
+    check(::chmod(tmp.c_str(), 0755) == 0);
+  if (err != 0) {
     std::remove(tmp.c_str());
     fail(path, ": cannot write: ", std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    std::remove(tmp.c_str());
+    fail(path, ": cannot replace: ", std::strerror(err));
   }
 }
 

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
 namespace strata::rt {
@@ -38,6 +39,7 @@ enum RankSectionId : uint32_t {
   kRankParams = 3,
   kRankSequence = 4,
   kRankParamLayout = 5,
+  kRankParamShards = 6,
 };
 
 class Writer {
@@ -202,6 +204,21 @@ Writer encodeRank(const RankProgram &rank) {
   }
   out.section(kRankParamLayout, layout);
 
+  // ZeRO-3 fields; left out when unused so that such programs stay
+  // byte-identical to what older compilers wrote.
+  bool anySharded = false;
+  for (const ParamDesc &p : rank.params)
+    anySharded = anySharded || p.valueSharded || !p.boxShape.empty();
+  if (anySharded) {
+    Writer shards;
+    shards.u32(rank.params.size());
+    for (const ParamDesc &p : rank.params) {
+      shards.u8(p.valueSharded ? 1 : 0);
+      writeDims(shards, p.boxShape);
+    }
+    out.section(kRankParamShards, shards);
+  }
+
   for (int k = 0; k < kNumSequenceKinds; ++k) {
     // Older readers reject sequence kinds they do not know; empty new kinds
     // are left out so that programs which do not use them stay readable.
@@ -292,6 +309,22 @@ RankProgram decodeRank(Reader &r) {
       for (ParamDesc &p : rank.params) {
         p.checkpointShape = readDims(s);
         p.stateOffset = s.i64();
+      }
+      break;
+    }
+    case kRankParamShards: {
+      if (!haveParams)
+        s.bad("parameter shards before the parameter table");
+      uint32_t n = s.count(2);
+      if (n != rank.params.size())
+        s.bad("parameter shards have " + std::to_string(n) + " entries for " +
+              std::to_string(rank.params.size()) + " parameters");
+      for (ParamDesc &p : rank.params) {
+        uint8_t flag = s.u8();
+        if (flag > 1)
+          s.bad("invalid value_sharded flag " + std::to_string(flag));
+        p.valueSharded = flag != 0;
+        p.boxShape = readDims(s);
       }
       break;
     }
@@ -394,6 +427,17 @@ int64_t BufferDesc::numElements() const {
       return -1;
   }
   return static_cast<int64_t>(n);
+}
+
+const std::vector<int64_t> &paramBoxShape(const RankProgram &rank,
+                                          const ParamDesc &param) {
+  if (!param.valueSharded)
+    return rank.buffers[param.value].shape;
+  if (!param.boxShape.empty())
+    return param.boxShape;
+  if (!param.globalShape.empty())
+    return param.globalShape;
+  return param.checkpointShape;
 }
 
 uint32_t RankProgram::findBuffer(const std::string &name) const {
@@ -621,17 +665,30 @@ void verifyRank(const Program &program, const RankProgram &rank,
       fail(where, ": parameter '", p.name, "' appears twice");
     if (p.value >= rank.buffers.size() || p.grad >= rank.buffers.size())
       fail(where, ": parameter '", p.name, "' refers to a missing buffer");
-    int64_t n = rank.buffers[p.value].numElements();
+    if (!p.valueSharded && !p.boxShape.empty())
+      fail(where, ": parameter '", p.name,
+           "' has a box shape but is not "
+           "value-sharded; box_shape is only meaningful with value_sharded");
+    const auto &local = paramBoxShape(rank, p);
+    int64_t n = shapeElements(local);
+    if (local.size() > 8 || n < 0)
+      fail(where, ": parameter '", p.name, "' has an invalid box shape ",
+           "(at most 8 non-negative dimensions)");
     if (p.state.size() != nstate)
       fail(where, ": parameter '", p.name, "' has ", p.state.size(),
            " optimizer state buffers; the optimizer needs ", nstate);
-    // ZeRO: the state (and possibly the gradient) covers a flat range of the
-    // value; without it every buffer has the value's size.
+    for (uint32_t s : p.state)
+      if (s >= rank.buffers.size())
+        fail(where, ": parameter '", p.name,
+             "' refers to a missing optimizer state buffer");
+    // ZeRO: the state (and possibly the gradient, and under ZeRO-3 the
+    // value) covers a flat range of the local box; without it every buffer
+    // has the box's size.
     int64_t ns = rank.buffers[p.state[0]].numElements();
     if (ns < 0 || ns > n || p.stateOffset < 0 || p.stateOffset > n - ns)
       fail(where, ": parameter '", p.name, "' optimizer state range [",
            p.stateOffset, ", ", p.stateOffset + ns,
-           ") lies outside its value of ", n, " elements");
+           ") lies outside its local box of ", n, " elements");
     auto checkBuffer = [&](uint32_t id, const char *what, int64_t a,
                            int64_t b) {
       int64_t have = id < rank.buffers.size()
@@ -644,13 +701,16 @@ void verifyRank(const Program &program, const RankProgram &rank,
              a != b ? " or " + std::to_string(b) : std::string(),
              " elements");
     };
-    checkBuffer(p.value, "value", n, n);
+    if (p.valueSharded)
+      checkBuffer(p.value, "value (value-sharded: its optimizer state's size)",
+                  ns, ns);
+    else
+      checkBuffer(p.value, "value", n, n);
     checkBuffer(p.grad, "grad", n, ns);
     for (uint32_t s : p.state)
       checkBuffer(s, "optimizer state", ns, ns);
     if (!(p.initStd >= 0.0) || !std::isfinite(p.initStd))
       fail(where, ": parameter '", p.name, "' has an invalid init std");
-    const auto &local = rank.buffers[p.value].shape;
     if (!p.globalShape.empty()) {
       // The box may reach past the global shape (padding), never before it.
       bool ok = p.globalShape.size() == local.size() &&
@@ -728,6 +788,139 @@ void verifyRank(const Program &program, const RankProgram &rank,
            " is never waited on within the step");
 }
 
+/// One rank's persistent values of a parameter: a flat range of its box.
+struct HeldValues {
+  uint32_t rank;
+  std::vector<int64_t> start, box, view;
+  int64_t begin, end;
+};
+
+std::string dimsText(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+/// A value-sharded parameter's values live nowhere else, so the ranks'
+/// pieces must hold every element of the tensor: per box, the widest ranges
+/// tile the box (narrower ones lie inside one of them: replicas), and the
+/// distinct boxes tile the tensor. Checkpoints save each widest range once.
+void verifyValueShards(const Program &program, const std::string &source) {
+  std::set<std::string> sharded;
+  for (const RankProgram &rank : program.ranks)
+    for (const ParamDesc &p : rank.params)
+      if (p.valueSharded)
+        sharded.insert(p.name);
+  if (sharded.empty())
+    return;
+  std::map<std::string, std::vector<HeldValues>> held;
+  for (const RankProgram &rank : program.ranks)
+    for (const ParamDesc &p : rank.params) {
+      if (!sharded.count(p.name))
+        continue;
+      HeldValues h;
+      h.rank = rank.rank;
+      h.box = paramBoxShape(rank, p);
+      h.view = p.globalShape.empty() ? h.box : p.globalShape;
+      h.start = p.shardStart.empty() ? std::vector<int64_t>(h.box.size(), 0)
+                                     : p.shardStart;
+      if (h.start.size() != h.box.size() || h.view.size() != h.box.size())
+        fail(source, ": rank ", rank.rank, ": parameter '", p.name,
+             "' needs one shard_start and global_shape entry per dimension "
+             "of its box ",
+             dimsText(h.box));
+      h.begin = p.valueSharded ? p.stateOffset : 0;
+      h.end = h.begin + rank.buffers[p.value].numElements();
+      held[p.name].push_back(std::move(h));
+    }
+  for (auto &[name, pieces] : held) {
+    std::string what = source + ": value-sharded parameter '" + name + "'";
+    const std::vector<int64_t> view = pieces.front().view;
+    for (const HeldValues &h : pieces)
+      if (h.view != view)
+        fail(what, " has global shape ", dimsText(view), " on rank ",
+             pieces.front().rank, " but ", dimsText(h.view), " on rank ",
+             h.rank);
+    // Boxes in order, and in each box the ranges by begin, widest first.
+    std::sort(pieces.begin(), pieces.end(),
+              [](const HeldValues &a, const HeldValues &b) {
+                if (a.start != b.start)
+                  return a.start < b.start;
+                if (a.box != b.box)
+                  return a.box < b.box;
+                if (a.begin != b.begin)
+                  return a.begin < b.begin;
+                return a.end > b.end;
+              });
+    std::vector<const HeldValues *> boxes;
+    for (size_t i = 0; i < pieces.size();) {
+      size_t j = i;
+      int64_t covered = 0;
+      const HeldValues *widest = nullptr;
+      for (; j < pieces.size() && pieces[j].start == pieces[i].start &&
+             pieces[j].box == pieces[i].box;
+           ++j) {
+        const HeldValues &h = pieces[j];
+        if (h.begin == h.end)
+          continue;
+        if (h.begin > covered)
+          fail(what, ": no rank holds elements [", covered, ", ", h.begin,
+               ") of the box at ", dimsText(h.start), " of shape ",
+               dimsText(h.box), "; the value ranges of one box must cover it");
+        if (h.begin == covered) {
+          widest = &h;
+          covered = h.end;
+        } else if (h.end > covered) {
+          fail(what, ": rank ", h.rank, " holds elements [", h.begin, ", ",
+               h.end, ") and rank ", widest->rank, " holds [", widest->begin,
+               ", ", widest->end, ") of the box at ", dimsText(h.start),
+               "; ranges of one box must be disjoint or nested");
+        }
+      }
+      int64_t n = shapeElements(pieces[i].box);
+      if (covered != n)
+        fail(what, ": no rank holds elements [", covered, ", ", n,
+             ") of the box at ", dimsText(pieces[i].start), " of shape ",
+             dimsText(pieces[i].box),
+             "; the value ranges of one box must cover it");
+      boxes.push_back(&pieces[i]);
+      i = j;
+    }
+    // The parts of the boxes inside the tensor tile it.
+    auto clippedLo = [](const HeldValues &h, size_t d) {
+      return std::min(h.start[d], h.view[d]);
+    };
+    auto clippedHi = [](const HeldValues &h, size_t d) {
+      return std::min(h.start[d] + h.box[d], h.view[d]);
+    };
+    int64_t total = 0;
+    for (size_t a = 0; a < boxes.size(); ++a) {
+      int64_t volume = 1;
+      for (size_t d = 0; d < boxes[a]->box.size(); ++d)
+        volume *= clippedHi(*boxes[a], d) - clippedLo(*boxes[a], d);
+      total += volume;
+      for (size_t b = 0; b < a && volume > 0; ++b) {
+        bool overlap = true;
+        for (size_t d = 0; overlap && d < boxes[a]->box.size(); ++d)
+          overlap = std::max(clippedLo(*boxes[a], d), clippedLo(*boxes[b], d)) <
+                    std::min(clippedHi(*boxes[a], d), clippedHi(*boxes[b], d));
+        if (overlap)
+          fail(what, ": the boxes of ranks ", boxes[b]->rank, " (at ",
+               dimsText(boxes[b]->start), ", shape ", dimsText(boxes[b]->box),
+               ") and ", boxes[a]->rank, " (at ", dimsText(boxes[a]->start),
+               ", shape ", dimsText(boxes[a]->box),
+               ") overlap but differ; boxes must be equal or disjoint");
+      }
+    }
+    int64_t whole = shapeElements(view);
+    if (total != whole)
+      fail(what, ": the ranks' boxes hold ", total, " of its ", whole,
+           " elements; together they must hold the whole tensor ",
+           dimsText(view));
+  }
+}
+
 } // namespace
 
 void verifyProgram(const Program &program, const std::string &source) {
@@ -801,6 +994,7 @@ void verifyProgram(const Program &program, const std::string &source) {
       fail(source, ": loss rank ", r, " has no loss buffer");
   for (const RankProgram &rank : program.ranks)
     verifyRank(program, rank, source + ": rank " + std::to_string(rank.rank));
+  verifyValueShards(program, source);
 }
 
 } // namespace strata::rt

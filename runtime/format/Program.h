@@ -83,8 +83,20 @@ struct ParamDesc {
   /// The optimizer-state buffers may cover only the flat range
   /// [stateOffset, stateOffset + n) of this rank's value buffer (ZeRO), where
   /// n is the state buffers' element count; 0 with n = value's count means
-  /// the whole value.
+  /// the whole value. With valueSharded the range is of the local box.
   int64_t stateOffset = 0;
+  /// ZeRO-3: the rank's persistent copy of the parameter is only the flat
+  /// range [stateOffset, stateOffset + ns) of its local box (row-major), so
+  /// the value buffer has exactly ns elements, the state buffers' count
+  /// (ns may be 0: this rank holds none of it). The compiler gathers the
+  /// box into other buffers where it needs it. The gradient buffer has the
+  /// box's or ns elements. Every rank's ranges of one box, together, must
+  /// cover the box (docs/program-format.md).
+  bool valueSharded = false;
+  /// The local box's shape when valueSharded (the value buffer no longer
+  /// has it). Empty: the box is the whole tensor (globalShape, or
+  /// checkpointShape when that is empty too). Must be empty otherwise.
+  std::vector<int64_t> boxShape;
 };
 
 /// A process group: `ranks` are global rank ids in group order, so a
@@ -159,6 +171,11 @@ struct RankProgram {
   /// Index of the buffer called `name`, or kNoBuffer.
   uint32_t findBuffer(const std::string &name) const;
 };
+
+/// The shape of `param`'s local box on `rank`: the value buffer's shape, or
+/// with valueSharded boxShape or its default.
+const std::vector<int64_t> &paramBoxShape(const RankProgram &rank,
+                                          const ParamDesc &param);
 
 struct ModelMeta {
   std::string family; ///< e.g. "gpt", "mlp".

@@ -11,6 +11,7 @@
 
 #include "runtime/core/Trainer.h"
 #include "runtime/format/Bundle.h"
+#include "runtime/launcher/StepLog.h"
 #include "runtime/mpi/MpiBackend.h"
 #include "runtime/support/Error.h"
 
@@ -59,67 +60,6 @@ std::string formatDuration(double seconds) {
   return buf;
 }
 
-/// One JSON object per step, written to a temporary sibling and renamed
-/// into place when the run ends, so a failed run leaves an old log intact.
-class StepLog {
-public:
-  explicit StepLog(const std::string &path) : path_(path) {
-    if (path.empty())
-      return;
-    tmp_ = path + ".tmp-" + std::to_string(::getpid());
-    file_ = std::fopen(tmp_.c_str(), "w");
-    if (!file_)
-      fail("--log ", path, ": cannot create ", tmp_, ": ",
-           std::strerror(errno));
-  }
-  /// Reached without finish() only when the run failed: an existing log is
-  /// kept, and the partial one stays beside it.
-  ~StepLog() {
-    if (!file_)
-      return;
-    std::fclose(file_);
-    file_ = nullptr;
-    if (std::filesystem::exists(path_)) {
-      std::fprintf(stderr,
-                   "strata: --log %s kept; this run's partial log is %s\n",
-                   path_.c_str(), tmp_.c_str());
-      return;
-    }
-    std::rename(tmp_.c_str(), path_.c_str());
-  }
-  void write(const StepStats &s, int64_t globalBatch) {
-    if (!file_)
-      return;
-    std::fprintf(file_,
-                 "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
-                 "\"grad_norm\": ",
-                 (long long)s.step, s.loss, s.lr);
-    if (s.gradNorm)
-      std::fprintf(file_, "%.9g", *s.gradNorm);
-    else
-      std::fprintf(file_, "null");
-    std::fprintf(file_,
-                 ", \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, "
-                 "\"tokens\": %lld, \"samples_seen\": %lld}\n",
-                 s.seconds, s.seconds > 0 ? s.tokens / s.seconds : 0.0,
-                 (long long)s.tokens, (long long)((s.step + 1) * globalBatch));
-    std::fflush(file_);
-  }
-  void finish() {
-    if (!file_)
-      return;
-    std::fclose(file_);
-    file_ = nullptr;
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      std::fprintf(stderr, "strata: --log %s: cannot rename %s into place\n",
-                   path_.c_str(), tmp_.c_str());
-  }
-
-private:
-  std::string path_, tmp_;
-  FILE *file_ = nullptr;
-};
-
 void printInfo(const Program &p, const std::string &source) {
   const ModelMeta &m = p.meta;
   std::printf("program: %s\n", source.c_str());
@@ -160,6 +100,40 @@ void printInfo(const Program &p, const std::string &source) {
   }
 }
 
+/// Runs `body`, making sure an error from it names `flag`: the readers below
+/// name the file they read, but the user typed the flag.
+template <typename Fn>
+void namingFlag(const std::string &flag, const std::string &value, Fn body) {
+  try {
+    body();
+  } catch (const CollectiveError &) {
+    throw;
+  } catch (const RuntimeError &e) {
+    std::string message = e.what();
+    if (message.rfind(flag + " ", 0) == 0)
+      throw;
+    // "VALUE: ..." or "VALUE/file: ...": the flag goes in front.
+    if (message.rfind(value, 0) == 0 && message.size() > value.size() &&
+        (message[value.size()] == ':' || message[value.size()] == '/'))
+      throw RuntimeError(flag + " " + message);
+    throw RuntimeError(flag + " " + value + ": " + message);
+  } catch (const std::bad_alloc &) {
+    throw;
+  } catch (const std::exception &e) {
+    // A library's own exception (e.g. a stream read error): at least say
+    // which flag's files it came from.
+    throw RuntimeError(flag + " " + value + ": " + e.what());
+  }
+}
+
+/// This executable's own path, for messages ("/proc/self/exe" says nothing).
+std::string ownExecutablePath() {
+  std::error_code ec;
+  std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("/proc/self/exe") : self.string();
+}
+
 /// Thrown once every rank knows the run failed and the error has been
 /// printed; every rank then exits non-zero together.
 struct AlreadyReported {};
@@ -188,9 +162,9 @@ template <typename Fn> void agree(CommBackend &comms, Fn body) {
   if (!any)
     return;
   if (rank == 0 && !error.empty())
-    std::fprintf(stderr, "strata: error: %s%s\n", error.c_str(),
-                 others.empty() ? ""
-                                : (" (ranks " + others + " failed too)").c_str());
+    std::fprintf(
+        stderr, "strata: error: %s%s\n", error.c_str(),
+        others.empty() ? "" : (" (ranks " + others + " failed too)").c_str());
   else if (!error.empty() && failed[0] == 0)
     std::fprintf(stderr, "strata: rank %d: error: %s\n", rank, error.c_str());
   throw AlreadyReported{};
@@ -231,10 +205,12 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
       source = "/proc/self/exe";
       std::optional<std::vector<uint8_t>> bytes =
           readEmbeddedProgram("/proc/self/exe");
+      // A truncated binary has lost its trailer, so it looks bare.
       if (!bytes)
-        fail("this strata-launcher carries no program; build a training "
-             "binary with `strata compile MODEL.yaml -o BIN`, or pass "
-             "--program FILE");
+        fail("no embedded program found: ", ownExecutablePath(),
+             " is a bare launcher or a truncated training binary; build a "
+             "training binary with `strata compile MODEL.yaml -o BIN`, or "
+             "pass --program FILE");
       program = parseProgram(bytes->data(), bytes->size(), "embedded program");
     }
   } catch (const CollectiveError &) {
@@ -253,8 +229,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
         "this program was compiled for " + std::to_string(meta.worldSize) +
         " ranks (plan: " + meta.planDescription +
         "); launch it with mpirun -np " + std::to_string(meta.worldSize) +
-        (world > 1 ? " (it was started on " + std::to_string(world) +
-                         " ranks)"
+        (world > 1 ? " (it was started on " + std::to_string(world) + " ranks)"
                    : ""));
   TestFailure testFailure = parseTestFailure();
   if (!comms)
@@ -262,11 +237,19 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
 
   uint64_t seed = opt.seed >= 0 ? uint64_t(opt.seed) : meta.seed;
   int64_t totalSteps = opt.steps >= 0 ? opt.steps : program.train.defaultSteps;
+  if (totalSteps < 1)
+    throw CollectiveError(
+        opt.steps >= 0
+            ? "--steps must be >= 1, got " + std::to_string(opt.steps)
+            : "the program's default step count is " +
+                  std::to_string(totalSteps) + "; pass --steps N (N >= 1)");
 
   // Check every input before the first step, so a bad flag fails fast, and
   // on every rank before any collective, so a failure cannot strand a rank.
   std::optional<TokenData> data;
   agree(*comms, [&] {
+    if (rank == 0 && !opt.log.empty())
+      checkLogPath(opt.log);
     if (!opt.save.empty()) {
       namespace fs = std::filesystem;
       std::error_code ec;
@@ -297,12 +280,21 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   agree(*comms, [&] {
     trainer.initParameters();
     if (!opt.init.empty())
-      trainer.loadInitialWeights(opt.init);
+      namingFlag("--init", opt.init,
+                 [&] { trainer.loadInitialWeights(opt.init); });
     if (!opt.resume.empty()) {
-      trainer.loadCheckpoint(opt.resume);
+      namingFlag("--resume", opt.resume,
+                 [&] { trainer.loadCheckpoint(opt.resume); });
       if (opt.seed >= 0 && uint64_t(opt.seed) != trainer.seed())
         fail("--seed ", opt.seed, " differs from the checkpoint's seed ",
              trainer.seed(), "; drop --seed to resume exactly");
+      // Nothing to train would only rewrite the checkpoint and an empty log.
+      if (totalSteps <= trainer.step())
+        fail("--steps ", totalSteps,
+             opt.steps >= 0 ? "" : " (the program's default)",
+             ": the checkpoint --resume ", opt.resume, " has already done ",
+             trainer.step(), " steps; pass --steps greater than ",
+             trainer.step(), " to train further");
     }
   });
   // Only rank 0 reports; the others compute the same global numbers.
@@ -366,7 +358,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   }
   if (!opt.save.empty())
     trainer.saveCheckpoint(opt.save);
-  log.finish();
+  agree(*comms, [&] { log.finish(); });
   return 0;
 }
 
@@ -374,6 +366,16 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
 
 int main(int argc, char **argv) {
   Options opt;
+  CLI::Validator positive(
+      [](std::string &value) -> std::string {
+        if (value.empty() || value[0] == '-' ||
+            value.find_first_not_of('0') == std::string::npos)
+          return "must be >= 1 (the number of steps done in total when "
+                 "training ends), got " +
+                 value;
+        return {};
+      },
+      "N>=1");
   CLI::Validator nonNegative(
       [](std::string &value) -> std::string {
         if (!value.empty() && value[0] == '-')
@@ -394,7 +396,7 @@ int main(int argc, char **argv) {
   app.add_option("--steps", opt.steps,
                  "Train until N steps are done in total (a resumed run "
                  "continues from its step); default from the program")
-      ->check(nonNegative);
+      ->check(positive);
   app.add_option("--data", opt.data,
                  "Token file: raw little-endian uint16 (or --data-dtype)");
   app.add_option("--data-dtype", opt.dataDType, "Token width of --data")
@@ -446,9 +448,8 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     // This rank alone may have failed: report it and leave without
     // MPI_Finalize; mpirun ends the other ranks when this one exits non-zero.
-    const char *what = dynamic_cast<const std::bad_alloc *>(&e)
-                           ? "out of memory"
-                           : e.what();
+    const char *what =
+        dynamic_cast<const std::bad_alloc *>(&e) ? "out of memory" : e.what();
     if (comms && comms->worldSize() > 1)
       std::fprintf(stderr, "strata: rank %d: error: %s\n", rank, what);
     else

@@ -129,9 +129,8 @@ bool readProbeJson(llvm::StringRef text, Measured &m, std::string &error) {
   if (const llvm::json::Array *ks = memory->getArray("kernels"))
     for (const llvm::json::Value &k : *ks)
       if (const llvm::json::Object *o = k.getAsObject())
-        m.memoryKernels.push_back(
-            {o->getString("kernel").value_or("?").str(),
-             o->getNumber("bytes_per_s").value_or(0)});
+        m.memoryKernels.push_back({o->getString("kernel").value_or("?").str(),
+                                   o->getNumber("bytes_per_s").value_or(0)});
   const llvm::json::Array *colls = root->getArray("collectives");
   if (!colls) {
     error = "the probe's output has no 'collectives' list";
@@ -223,8 +222,7 @@ std::string renderSpec(const Measured &m, const CalibrateOptions &opts,
      << "  kind: cpu\n"
      << llvm::format("  memory: %.2f GiB\n",
                      m.physicalMemory / double(m.ranks) / (1u << 30))
-     << llvm::format("  memory_bandwidth: %.3f GB/s\n",
-                     m.memoryBandwidth / 1e9)
+     << llvm::format("  memory_bandwidth: %.3f GB/s\n", m.memoryBandwidth / 1e9)
      << llvm::format("  peak_flops: {float32: %.3f GFLOP/s}\n",
                      m.gemmPeak / 1e9)
      << "  compute_units: 0\n"
@@ -268,7 +266,8 @@ int runCalibrate(const CalibrateOptions &opts) {
                 "); choose a writable path");
   ::close(tmpFd);
   // Removed on every path; after the rename there is nothing left to remove.
-  auto removeTmp = llvm::make_scope_exit([&] { llvm::sys::fs::remove(tmpOut); });
+  auto removeTmp =
+      llvm::make_scope_exit([&] { llvm::sys::fs::remove(tmpOut); });
 
   llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName(opts.mpirun);
   if (!mpirun)
@@ -291,8 +290,8 @@ int runCalibrate(const CalibrateOptions &opts) {
           "strata-calibrate", "json", jsonPath))
     return fail("cannot create a temporary file for the probe's output (" +
                 ec.message() + ")");
-  auto removeJson = llvm::make_scope_exit(
-      [&] { llvm::sys::fs::remove(jsonPath); });
+  auto removeJson =
+      llvm::make_scope_exit([&] { llvm::sys::fs::remove(jsonPath); });
 
   std::string np = std::to_string(opts.ranks);
   std::vector<llvm::StringRef> args = {*mpirun, "--oversubscribe", "-np", np,
@@ -303,9 +302,8 @@ int runCalibrate(const CalibrateOptions &opts) {
                << " --oversubscribe -np " << np << " " << probe
                << (opts.quick ? " --quick" : "")
                << (opts.quick ? " (a few seconds)\n" : " (about a minute)\n");
-  std::optional<llvm::StringRef> redirects[] = {llvm::StringRef(""),
-                                                llvm::StringRef(jsonPath),
-                                                std::nullopt};
+  std::optional<llvm::StringRef> redirects[] = {
+      llvm::StringRef(""), llvm::StringRef(jsonPath), std::nullopt};
   std::string execError;
   bool execFailed = false;
   int rc = llvm::sys::ExecuteAndWait(*mpirun, args, std::nullopt, redirects,
@@ -321,8 +319,9 @@ int runCalibrate(const CalibrateOptions &opts) {
       hint = "; as root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 "
              "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment";
     return fail("the calibration probe failed (mpirun exit status " +
-                std::to_string(rc) + (execError.empty() ? "" : ": " + execError) +
-                ")" + hint + "; see the messages above");
+                std::to_string(rc) +
+                (execError.empty() ? "" : ": " + execError) + ")" + hint +
+                "; see the messages above");
   }
 
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
@@ -368,15 +367,15 @@ int runCalibrate(const CalibrateOptions &opts) {
     return fail("-o " + opts.output + ": cannot replace it (" + ec.message() +
                 ")");
   llvm::outs() << "wrote " << opts.output << " (" << m.ranks << " rank"
-               << (m.ranks == 1 ? "" : "s") << llvm::format(
+               << (m.ranks == 1 ? "" : "s")
+               << llvm::format(
                       "; fp32 GEMM %.1f GFLOP/s per rank, elementwise %.1f "
                       "GB/s",
                       m.gemmPeak / 1e9, m.memoryBandwidth / 1e9);
   for (const CollectiveFit &f : m.collectives)
     if (f.op == "all_reduce" && f.ranks == m.ranks)
-      llvm::outs() << llvm::format(
-          ", all_reduce alpha %.1f us busbw %.2f GB/s", f.alphaS * 1e6,
-          f.busBw / 1e9);
+      llvm::outs() << llvm::format(", all_reduce alpha %.1f us busbw %.2f GB/s",
+                                   f.alphaS * 1e6, f.busBw / 1e9);
   llvm::outs() << ")\n";
   return 0;
 }

@@ -41,7 +41,6 @@ struct CompileOptions {
   std::string output;
   std::string emitIr;
   std::string launcher;
-  int64_t bucketBytes = 4 << 20;
 };
 
 /// Where rank `r` sits in the plan's (tp, dp, pp) grid.
@@ -60,8 +59,7 @@ RankCoords coordsOf(const planner::Plan &plan, int64_t r) {
 /// Runs the partition and training passes for one rank of the plan.
 mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
                                     const planner::Plan &plan,
-                                    const RankCoords &c, int64_t globalBatch,
-                                    int64_t bucketBytes) {
+                                    const RankCoords &c, int64_t globalBatch) {
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
   if (plan.tp > 1)
@@ -85,7 +83,7 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
        << "}";
   if (plan.dp > 1)
     os << ",strata-insert-gradient-reduction{zero=" << plan.zero
-       << " bucket-bytes=" << bucketBytes << "}";
+       << " bucket-bytes=" << plan.bucketBytes << "}";
   mlir::PassManager pm(module->getContext(),
                        mlir::ModuleOp::getOperationName());
   if (failed(mlir::parsePassPipeline(os.str(), pm, llvm::errs())))
@@ -192,8 +190,7 @@ int runCompile(const CompileOptions &opts) {
     if (!module)
       return 1;
     planner::attachPlan(*module, plan);
-    if (failed(buildRankModule(*module, plan, coordsOf(plan, r), globalBatch,
-                               opts.bucketBytes)))
+    if (failed(buildRankModule(*module, plan, coordsOf(plan, r), globalBatch)))
       return 1;
     modules.push_back(std::move(module));
   }
@@ -323,10 +320,7 @@ void strata::addCompileSubcommand(CLI::App &app) {
   cmd->add_option("--pin", opts->pins,
                   "Fix a plan field (dp, tp, pp, micro_batch, zero, sp, ...; "
                   "repeatable); the planner chooses the rest");
-  cmd->add_option("--bucket-bytes", opts->bucketBytes,
-                  "Target size of data-parallel gradient buckets")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+
   cmd->add_option("-o,--output", opts->output, "The executable to write")
       ->required();
   cmd->add_option("--emit-ir", opts->emitIr,

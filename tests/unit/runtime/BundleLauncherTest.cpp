@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -123,7 +124,10 @@ TEST_F(LauncherTest, SaveResumeThroughTheCli) {
 
 TEST_F(LauncherTest, BadInputsFailWithClearMessages) {
   EXPECT_EQ(run(launcher + " --steps 1"), 1);
-  EXPECT_NE(output.find("carries no program"), std::string::npos) << output;
+  EXPECT_NE(output.find("no embedded program found: " + launcher +
+                        " is a bare launcher or a truncated training binary"),
+            std::string::npos)
+      << output;
 
   std::string base = launcher + " --program " + programPath;
   EXPECT_EQ(run(base + " --data " + (dir / "nope.bin").string()), 1);
@@ -151,6 +155,102 @@ TEST_F(LauncherTest, BadInputsFailWithClearMessages) {
   EXPECT_EQ(run(base + " --resume " + (dir / "none").string()), 1);
   EXPECT_NE(output.find("--resume"), std::string::npos) << output;
   EXPECT_NE(run(base + " --data-dtype int8"), 0);
+}
+
+/// Names of the entries of `d`, sorted.
+std::vector<std::string> entriesOf(const fs::path &d) {
+  std::vector<std::string> names;
+  for (const fs::directory_entry &e : fs::directory_iterator(d))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_F(LauncherTest, TruncatedBinarySaysItCarriesNoProgram) {
+  std::string bin = (dir / "train").string();
+  std::ifstream in(programPath, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  writeExecutable(launcher, bytes, bin);
+  fs::resize_file(bin, fs::file_size(launcher) + bytes.size() / 2);
+  EXPECT_EQ(run(bin + " --steps 1"), 1);
+  EXPECT_NE(output.find("no embedded program found: " + bin +
+                        " is a bare launcher or a truncated training binary"),
+            std::string::npos)
+      << output;
+}
+
+TEST_F(LauncherTest, LogThatIsADirectoryFailsAtStartUp) {
+  fs::create_directories(dir / "d");
+  std::string base = launcher + " --program " + programPath;
+  std::string d = (dir / "d").string();
+  EXPECT_EQ(run(base + " --steps 2 --log " + d), 1);
+  EXPECT_NE(output.find("error: --log " + d +
+                        ": is a directory; expected a file path"),
+            std::string::npos)
+      << output;
+  // Failed before training: no progress line, no stray temporary.
+  EXPECT_EQ(output.find("step 1/2"), std::string::npos) << output;
+  EXPECT_TRUE(fs::is_empty(dir / "d"));
+  EXPECT_EQ(entriesOf(dir),
+            (std::vector<std::string>{"d", "mlp.prog", "out.txt"}));
+  std::string missing = (dir / "nodir" / "log.jsonl").string();
+  EXPECT_EQ(run(base + " --steps 2 --log " + missing), 1);
+  EXPECT_NE(output.find("--log " + missing + ": directory '" +
+                        (dir / "nodir").string() + "' does not exist"),
+            std::string::npos)
+      << output;
+}
+
+TEST_F(LauncherTest, InitAndResumeOfTheWrongKindNameTheFlag) {
+  std::string base = launcher + " --program " + programPath + " --steps 4";
+  std::string adir = (dir / "adir").string();
+  fs::create_directories(adir);
+  EXPECT_EQ(run(base + " --init " + adir), 1);
+  EXPECT_NE(output.find("error: --init " + adir +
+                        ": not a regular file; expected a .safetensors file"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(output.find("basic_filebuf"), std::string::npos) << output;
+
+  std::string missing = (dir / "missing.safetensors").string();
+  EXPECT_EQ(run(base + " --init " + missing), 1);
+  EXPECT_NE(output.find("error: --init " + missing + ": cannot open: "),
+            std::string::npos)
+      << output;
+
+  std::string ck = (dir / "ck").string();
+  ASSERT_EQ(
+      run(launcher + " --program " + programPath + " --steps 2 --save " + ck),
+      0)
+      << output;
+  fs::remove(dir / "ck" / "model.safetensors");
+  fs::create_directories(dir / "ck" / "model.safetensors");
+  EXPECT_EQ(run(base + " --resume " + ck), 1);
+  EXPECT_NE(output.find("error: --resume " + ck +
+                        "/model.safetensors: not a regular file; expected a "
+                        ".safetensors file"),
+            std::string::npos)
+      << output;
+}
+
+TEST_F(LauncherTest, StepsMustLeaveSomethingToTrain) {
+  std::string base = launcher + " --program " + programPath;
+  EXPECT_GE(run(base + " --steps 0"), 100); // CLI11's status for a bad flag.
+  EXPECT_NE(output.find("--steps: must be >= 1"), std::string::npos) << output;
+  EXPECT_GE(run(base + " --steps -2"), 100);
+  EXPECT_NE(output.find("--steps: must be >= 1"), std::string::npos) << output;
+
+  std::string ck = (dir / "ck").string();
+  ASSERT_EQ(run(base + " --steps 3 --save " + ck), 0) << output;
+  fs::file_time_type saved = fs::last_write_time(dir / "ck" / "trainer.json");
+  EXPECT_EQ(run(base + " --steps 3 --resume " + ck + " --save " + ck), 1);
+  EXPECT_NE(output.find("--steps 3: the checkpoint --resume " + ck +
+                        " has already done 3 steps; pass --steps greater "
+                        "than 3"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(fs::last_write_time(dir / "ck" / "trainer.json"), saved);
+  EXPECT_EQ(run(base + " --steps 4 --resume " + ck), 0) << output;
 }
 
 } // namespace

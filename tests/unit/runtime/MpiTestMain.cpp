@@ -17,12 +17,21 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <unistd.h>
 
 namespace strata::rt::mpitest {
 
 std::shared_ptr<CommBackend> &mpiComms() {
   static std::shared_ptr<CommBackend> comms;
   return comms;
+}
+
+std::filesystem::path sharedTempDir(const std::string &name) {
+  auto comms = mpiComms();
+  double pid = comms->worldRank() == 0 ? double(::getpid()) : 0.0;
+  comms->world().allReduce(&pid, 1, DType::F64, ReduceOp::Max);
+  return std::filesystem::temp_directory_path() /
+         ("strata-mpi-" + name + "-" + std::to_string(int64_t(pid)));
 }
 
 namespace {

@@ -25,20 +25,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 
 using namespace strata::rt;
 namespace fs = std::filesystem;
 
 namespace {
 
-/// A directory name every rank agrees on (rank 0's pid).
 fs::path sharedDir(const std::string &name) {
-  auto comms = mpitest::mpiComms();
-  double pid = comms->worldRank() == 0 ? double(::getpid()) : 0.0;
-  comms->world().allReduce(&pid, 1, DType::F64, ReduceOp::Max);
-  return fs::temp_directory_path() /
-         ("strata-mpi-" + name + "-" + std::to_string(int64_t(pid)));
+  return mpitest::sharedTempDir(name);
 }
 
 testprograms::MlpConfig replicaConfig() {

@@ -8,6 +8,8 @@
 
 #include "runtime/format/ProgramBuilder.h"
 
+#include <algorithm>
+
 namespace strata::rt::testprograms {
 
 namespace {
@@ -54,18 +56,29 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
   b.setDataRowStart(int64_t(rank) * c.microBatch * c.numMicrobatches);
   const int64_t N = c.microBatch * c.seqLen, H = c.hidden, F = c.ffn,
                 V = c.vocab;
+  const bool zero = dp.zero && dpGroup >= 0, zero3 = zero && dp.zero3;
+  // The buffer the step reads each parameter from: its value, or under
+  // ZeRO-3 the gathered copy.
+  std::vector<uint32_t> whole;
   auto addParam = [&](const std::string &name, std::vector<int64_t> shape,
                       InitKind init, double std, bool wd) {
-    if (!dp.zero || dpGroup < 0)
-      return b.addParam(name, shape, init, std, wd);
+    if (!zero) {
+      uint32_t index = b.addParam(name, shape, init, std, wd);
+      whole.push_back(b.value(index));
+      return index;
+    }
     ParamDesc p;
     p.name = name;
-    p.value = b.addBuffer(name, shape);
-    p.grad = b.addBuffer(name + ".grad", shape);
     int64_t slice = shapeElements(shape) / replicas;
+    p.value = b.addBuffer(name, zero3 ? std::vector<int64_t>{slice} : shape);
+    whole.push_back(zero3 ? b.addBuffer(name + ".full", shape) : p.value);
+    p.grad = b.addBuffer(name + ".grad", shape);
     for (const char *suffix : {".exp_avg", ".exp_avg_sq"})
       p.state.push_back(b.addBuffer(name + suffix, {slice}));
     p.stateOffset = int64_t(rank) * slice;
+    p.valueSharded = zero3;
+    if (zero3)
+      p.boxShape = shape;
     p.init = init;
     p.initStd = std;
     p.weightDecay = wd;
@@ -102,11 +115,11 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
     };
     auto linear = [&](uint32_t in, uint32_t w, uint32_t bias, uint32_t out,
                       int64_t k, int64_t n) {
-      b.emit(mb, Opcode::Matmul, {in, b.value(w), out}, {1, N, n, k, 0, 0, 0},
+      b.emit(mb, Opcode::Matmul, {in, whole[w], out}, {1, N, n, k, 0, 0, 0},
              {1.0, 0.0});
-      b.emit(mb, Opcode::BiasAdd, {out, b.value(bias), out}, {n});
+      b.emit(mb, Opcode::BiasAdd, {out, whole[bias], out}, {n});
     };
-    b.emit(mb, Opcode::EmbeddingFwd, {b.tokens(), b.value(wte), x}, {V, H, 0});
+    b.emit(mb, Opcode::EmbeddingFwd, {b.tokens(), whole[wte], x}, {V, H, 0});
     linear(x, w1, b1, h, H, F);
     b.emit(mb, Opcode::GeluFwd, {h, g});
     linear(g, w2, b2, logits, F, V);
@@ -121,15 +134,15 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
     b.emit(mb, Opcode::Matmul, {g, dlogits, b.grad(w2)},
            {1, F, V, N, 1, 0, 0}, {1.0, 1.0});
     gradDone(w2);
-    b.emit(mb, Opcode::Matmul, {dlogits, b.value(w2), dg},
-           {1, N, F, V, 0, 1, 0}, {1.0, 0.0});
+    b.emit(mb, Opcode::Matmul, {dlogits, whole[w2], dg}, {1, N, F, V, 0, 1, 0},
+           {1.0, 0.0});
     b.emit(mb, Opcode::GeluBwd, {h, dg, dh});
     b.emit(mb, Opcode::BiasGrad, {dh, b.grad(b1)}, {F});
     gradDone(b1);
     b.emit(mb, Opcode::Matmul, {x, dh, b.grad(w1)}, {1, H, F, N, 1, 0, 0},
            {1.0, 1.0});
     gradDone(w1);
-    b.emit(mb, Opcode::Matmul, {dh, b.value(w1), dx}, {1, N, H, F, 0, 1, 0},
+    b.emit(mb, Opcode::Matmul, {dh, whole[w1], dx}, {1, N, H, F, 0, 1, 0},
            {1.0, 0.0});
     b.emit(mb, Opcode::EmbeddingBwd, {b.tokens(), dx, b.grad(wte)},
            {V, H, 0});
@@ -137,6 +150,10 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
   }
   b.emitZeroGrads();
   const RankProgram &rp = b.rankProgram();
+  if (zero3)
+    for (uint32_t p = 0; p < rp.params.size(); ++p)
+      b.emit(SequenceKind::StepBegin, Opcode::AllGather,
+             {rp.params[p].value, whole[p]}, {dpGroup});
   if (dpGroup >= 0)
     for (uint32_t p = 0; p < rp.params.size(); ++p) {
       if (dp.overlap)
@@ -145,12 +162,13 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
         b.emit(SequenceKind::Update, Opcode::AllReduce, {b.grad(p)},
                {dpGroup, 0});
     }
-  if (!dp.zero || dpGroup < 0) {
+  if (!zero) {
     b.emitOptimizerStep();
     return;
   }
   // ZeRO-1: the grads are whole and global, so the norm and clipping are as
-  // in one rank; each replica then updates and gathers its slice.
+  // in one rank; each replica then updates and gathers its slice (ZeRO-3:
+  // updates its slice, gathered at the next step's start).
   const TrainConfig train = mlpTrain(c);
   uint32_t sumsq = b.addBuffer("grad_sumsq", {1}, DType::F64);
   b.rankProgram().gradSumSq = sumsq;
@@ -164,15 +182,18 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
     ParamDesc p = rp.params[i];
     int64_t slice = rp.buffers[p.state[0]].numElements();
     uint64_t byteOffset = uint64_t(p.stateOffset) * 4;
-    uint32_t value = b.addAlias(p.name + ".slice", p.value, {slice}, byteOffset);
+    uint32_t value =
+        zero3 ? p.value
+              : b.addAlias(p.name + ".slice", p.value, {slice}, byteOffset);
     uint32_t grad =
         b.addAlias(p.name + ".grad.slice", p.grad, {slice}, byteOffset);
     b.emit(SequenceKind::Update, Opcode::AdamWStep,
            {value, grad, p.state[0], p.state[1]}, {},
            {train.beta1, train.beta2, train.eps,
             p.weightDecay ? train.weightDecay : 0.0});
-    b.emit(SequenceKind::Update, Opcode::AllGather, {value, p.value},
-           {dpGroup});
+    if (!zero3)
+      b.emit(SequenceKind::Update, Opcode::AllGather, {value, p.value},
+             {dpGroup});
   }
 }
 
@@ -194,6 +215,100 @@ Program buildDataParallelMlp(const MlpConfig &c, const DataParallelConfig &dp) {
     emitMlp(mb.rank(r), c, group, dp);
   mb.setLossRanks(all);
   return mb.finish();
+}
+
+namespace {
+
+ModelMeta shardedMeta(uint32_t world) {
+  ModelMeta meta;
+  meta.family = "zero3";
+  meta.vocab = 8;
+  meta.seqLen = 1;
+  meta.microBatch = 1;
+  meta.numMicrobatches = 1;
+  meta.globalBatch = world;
+  meta.seed = 77;
+  meta.worldSize = world;
+  meta.planDescription =
+      "value-sharded layouts, " + std::to_string(world) + " ranks";
+  return meta;
+}
+
+/// Row boxes of rows.weight: one per pair of ranks (per rank if odd).
+uint32_t rowBoxes(uint32_t world) { return world % 2 == 0 ? world / 2 : world; }
+
+void addLoss(ProgramBuilder &b) {
+  b.setLoss(b.addBuffer("loss", {1}));
+  b.emit(SequenceKind::Microbatch, Opcode::Fill, {b.loss()}, {}, {0.0});
+}
+
+} // namespace
+
+Program buildValueShardedProgram(uint32_t world) {
+  MultiRankProgramBuilder mb(shardedMeta(world), TrainConfig{});
+  const uint32_t boxes = rowBoxes(world), perBox = world / boxes;
+  const int64_t vocab = 3 * int64_t(boxes) - 1;
+  for (uint32_t r = 0; r < world; ++r) {
+    ProgramBuilder &b = mb.rank(r);
+    addLoss(b);
+    // Member `index` of `members` holds the index-th of equal ceil-sized
+    // chunks of the box's n elements (the last ones may be short or empty).
+    auto add = [&](const std::string &name, std::vector<int64_t> box,
+                   int64_t index, int64_t members, InitKind init) {
+      int64_t n = shapeElements(box);
+      int64_t chunk = (n + members - 1) / members;
+      int64_t begin = std::min(n, index * chunk),
+              end = std::min(n, begin + chunk);
+      ParamDesc p;
+      p.name = name;
+      p.value = b.addBuffer(name, {end - begin});
+      p.grad = b.addBuffer(name + ".grad", {end - begin});
+      for (const char *suffix : {".exp_avg", ".exp_avg_sq"})
+        p.state.push_back(b.addBuffer(name + suffix, {end - begin}));
+      p.stateOffset = begin;
+      p.valueSharded = true;
+      p.boxShape = box;
+      p.init = init;
+      p.initStd = 1.0;
+      ParamDesc &added = b.rankProgram().params[b.addParamWithBuffers(p)];
+      return &added;
+    };
+    ParamDesc *dense = add("dense.weight", {6, 3}, r, world, InitKind::Normal);
+    dense->globalShape = {5, 3};
+    dense->shardStart = {0, 0};
+    ParamDesc *rows =
+        add("rows.weight", {3, 2}, r % perBox, perBox, InitKind::Normal);
+    rows->globalShape = {vocab, 2};
+    rows->shardStart = {3 * int64_t(r / perBox), 0};
+    // Rank 0 holds all of it: one chunk of three, the others' start past it.
+    ParamDesc *tiny = add("tiny.bias", {3}, r == 0 ? 0 : 1, 1, InitKind::Ones);
+    tiny->boxShape.clear(); // The default box: the whole tensor.
+    tiny->globalShape = {3};
+    tiny->shardStart = {0};
+    ParamDesc *view = add("view.weight", {2, 3, 2}, r, world, InitKind::Normal);
+    view->boxShape.clear();
+    view->globalShape = {2, 3, 2};
+    view->shardStart = {0, 0, 0};
+    view->checkpointShape = {2, 6};
+    b.addParam("plain.weight", {2, 2}, InitKind::Normal, 1.0, false);
+  }
+  return mb.finish();
+}
+
+Program buildValueShardedReference(uint32_t world) {
+  ModelMeta meta = shardedMeta(1);
+  meta.planDescription = "value-sharded layouts, unsharded reference";
+  ProgramBuilder b(meta, TrainConfig{});
+  addLoss(b);
+  const int64_t vocab = 3 * int64_t(rowBoxes(world)) - 1;
+  b.addParam("dense.weight", {5, 3}, InitKind::Normal, 1.0, false);
+  b.addParam("rows.weight", {vocab, 2}, InitKind::Normal, 1.0, false);
+  b.addParam("tiny.bias", {3}, InitKind::Ones, 1.0, false);
+  uint32_t view =
+      b.addParam("view.weight", {2, 3, 2}, InitKind::Normal, 1.0, false);
+  b.rankProgram().params[view].checkpointShape = {2, 6};
+  b.addParam("plain.weight", {2, 2}, InitKind::Normal, 1.0, false);
+  return b.finish();
 }
 
 } // namespace strata::rt::testprograms
