@@ -8,6 +8,7 @@
 #include "compiler/tools/strata/Commands.h"
 
 #include "compiler/emit/EmitProgram.h"
+#include "compiler/planner/Cluster.h"
 #include "compiler/planner/PlanAttr.h"
 #include "compiler/planner/PlanCommand.h"
 #include "runtime/format/ProgramBuilder.h"
@@ -104,20 +105,42 @@ std::string findLauncher(const std::string &flag) {
   return std::string(path);
 }
 
-/// Parses `local:N`. Only single-rank programs are emitted for now.
-bool parseCluster(const std::string &cluster, int64_t &ranks) {
+/// The number of CPU ranks to compile for: `local:N`, or the devices of a
+/// cluster YAML file (e.g. one written by `strata calibrate`, so the planner
+/// uses this machine's measured numbers). On error, says why in `error`.
+bool clusterRanks(const std::string &cluster, int64_t &ranks,
+                  std::string &error) {
   llvm::StringRef s(cluster);
-  if (!s.consume_front("local:") || s.getAsInteger(10, ranks) || ranks < 1)
+  if (s.consume_front("local:"))
+    return !s.getAsInteger(10, ranks) && ranks >= 1;
+  if (!llvm::StringRef(cluster).ends_with(".yaml") &&
+      !llvm::StringRef(cluster).ends_with(".yml"))
     return false;
+  std::vector<planner::PlannerDiag> diags;
+  std::optional<planner::ClusterSpec> spec =
+      planner::resolveCluster(cluster, diags);
+  if (!spec) {
+    for (const planner::PlannerDiag &d : diags)
+      error += (error.empty() ? "" : "\n") + d.str();
+    if (error.empty())
+      error = "error: --cluster " + cluster + ": cannot load the cluster spec";
+    return false;
+  }
+  ranks = spec->numDevices();
   return true;
 }
 
 int runCompile(const CompileOptions &opts) {
   int64_t ranks = 0;
-  if (!parseCluster(opts.cluster, ranks)) {
-    llvm::errs() << "error: --cluster " << opts.cluster
-                 << ": expected local:N (N CPU ranks on this machine), e.g. "
-                    "--cluster local:1\n";
+  std::string clusterError;
+  if (!clusterRanks(opts.cluster, ranks, clusterError)) {
+    if (!clusterError.empty())
+      llvm::errs() << clusterError << "\n";
+    else
+      llvm::errs() << "error: --cluster " << opts.cluster
+                   << ": expected local:N (N CPU ranks on this machine) or a "
+                      "cluster YAML file of this machine (strata calibrate), "
+                      "e.g. --cluster local:2\n";
     return 1;
   }
   std::string launcher = findLauncher(opts.launcher);
@@ -315,7 +338,9 @@ void strata::addCompileSubcommand(CLI::App &app) {
       "compile", "Compile a model spec into one executable that trains it");
   cmd->add_option("model", opts->model, "Model spec (YAML)")->required();
   cmd->add_option("--cluster", opts->cluster,
-                  "Where it runs: local:N (N CPU ranks on this machine)")
+                  "Where it runs: local:N (N CPU ranks on this machine), or a "
+                  "cluster YAML of this machine (from strata calibrate) whose "
+                  "device count is the number of ranks")
       ->capture_default_str();
   cmd->add_option("--pin", opts->pins,
                   "Fix a plan field (dp, tp, pp, micro_batch, zero, sp, ...; "
