@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/tools/strata/Commands.h"
+#include "compiler/tools/strata/ToolSupport.h"
 
 #include "compiler/emit/EmitProgram.h"
 #include "compiler/planner/Cluster.h"
@@ -164,8 +165,8 @@ int runCompile(const CompileOptions &opts) {
     });
   };
   {
-    std::vector<frontend::Diagnostic> diags;
-    if (auto s = frontend::loadModelSpec(opts.model, diags))
+    std::string ignored; // reported below, when the spec is loaded for real
+    if (auto s = loadSpec(opts.model, ignored))
       if (s->training.microBatch && !pinned("micro_batch"))
         request.pins.push_back("micro_batch=" +
                                std::to_string(*s->training.microBatch));
@@ -185,25 +186,18 @@ int runCompile(const CompileOptions &opts) {
   };
   llvm::outs() << "plan: " << plan.summary() << "\n";
 
-  std::vector<frontend::Diagnostic> diags;
   frontend::LoadOptions load;
   load.batch = plan.microBatch;
-  std::optional<frontend::ModelSpec> spec =
-      frontend::loadModelSpec(opts.model, diags, nullptr, load);
+  std::string error;
+  std::optional<frontend::ModelSpec> spec = loadSpec(opts.model, error, load);
   if (!spec) {
-    for (const frontend::Diagnostic &d : diags)
-      llvm::errs() << d.str() << "\n";
+    llvm::errs() << error << "\n";
     return 1;
   }
   int64_t globalBatch = plan.globalBatch();
 
-  mlir::DialectRegistry registry;
-  registerImportDialects(registry);
-  mlir::MLIRContext ctx(registry);
-  // Users get the located message, not a dump of the IR.
-  ctx.printOpOnDiagnostic(false);
-  llvm::SourceMgr sourceMgr;
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+  ToolContext tool;
+  mlir::MLIRContext &ctx = tool.ctx;
 
   // One module per rank: ranks differ in their tensor-parallel shard and
   // data-parallel replica.
@@ -217,16 +211,9 @@ int runCompile(const CompileOptions &opts) {
       return 1;
     modules.push_back(std::move(module));
   }
-  if (!opts.emitIr.empty()) {
-    std::string error;
-    auto out = mlir::openOutputFile(opts.emitIr, &error);
-    if (!out) {
-      llvm::errs() << "error: --emit-ir " << opts.emitIr << ": " << error
-                   << "\n";
-      return 1;
-    }
-    modules[0]->print(out->os());
-    out->keep();
+  if (!opts.emitIr.empty() && !writeModule(*modules[0], opts.emitIr, error)) {
+    llvm::errs() << "error: --emit-ir " << opts.emitIr << ": " << error << "\n";
+    return 1;
   }
 
   rt::ModelMeta meta;

@@ -1,6 +1,7 @@
 //===- ImportCommand.cpp - `strata import` --------------------------------===//
 
 #include "compiler/tools/strata/Commands.h"
+#include "compiler/tools/strata/ToolSupport.h"
 
 #include "frontends/import/ImportModel.h"
 #include "passes/analysis/SummarizeModel.h"
@@ -24,35 +25,20 @@ struct ImportOptions {
 };
 
 int runImport(const ImportOptions &opts) {
-  std::vector<frontend::Diagnostic> diags;
-  std::optional<frontend::ModelSpec> spec =
-      frontend::loadModelSpec(opts.model, diags);
+  std::string error;
+  std::optional<frontend::ModelSpec> spec = loadSpec(opts.model, error);
   if (!spec) {
-    for (const frontend::Diagnostic &d : diags)
-      llvm::errs() << d.str() << "\n";
+    llvm::errs() << error << "\n";
     return 1;
   }
-
-  mlir::DialectRegistry registry;
-  registerImportDialects(registry);
-  mlir::MLIRContext ctx(registry);
-  ctx.printOpOnDiagnostic(false);
-  // Verifier errors carry the spec's file:line:col; print them plainly.
-  llvm::SourceMgr sourceMgr;
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*spec, ctx);
+  ToolContext tool;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*spec, tool.ctx);
   if (!module)
     return 1;
-
-  std::string error;
-  auto out = mlir::openOutputFile(opts.output, &error);
-  if (!out) {
+  if (!writeModule(*module, opts.output, error)) {
     llvm::errs() << "error: -o " << opts.output << ": " << error << "\n";
     return 1;
   }
-  module->print(out->os());
-  out->os() << "\n";
-  out->keep();
   if (opts.summary) {
     llvm::errs() << "model " << spec->path << " (" << spec->family
                  << ", batch " << spec->batch << ")\n";

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/tools/strata/Commands.h"
+#include "compiler/tools/strata/ToolSupport.h"
 
 #include "compiler/planner/PlanAttr.h"
 #include "frontends/import/ImportModel.h"
@@ -21,31 +22,15 @@ using namespace strata;
 bool strata::emitPlannedIr(const std::string &modelPath,
                            const planner::Plan &plan,
                            const std::string &outPath, std::string &error) {
-  std::vector<frontend::Diagnostic> diags;
-  std::optional<frontend::ModelSpec> spec =
-      frontend::loadModelSpec(modelPath, diags);
-  if (!spec) {
-    for (const frontend::Diagnostic &d : diags)
-      error += (error.empty() ? "" : "\n") + d.str();
+  std::optional<frontend::ModelSpec> spec = loadSpec(modelPath, error);
+  if (!spec)
     return false;
-  }
-  mlir::DialectRegistry registry;
-  registerImportDialects(registry);
-  mlir::MLIRContext ctx(registry);
-  ctx.printOpOnDiagnostic(false);
-  llvm::SourceMgr sourceMgr;
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*spec, ctx);
+  ToolContext tool;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*spec, tool.ctx);
   if (!module) {
     error = "the model does not import";
     return false;
   }
   planner::attachPlan(*module, plan);
-  auto out = mlir::openOutputFile(outPath, &error);
-  if (!out)
-    return false;
-  module->print(out->os());
-  out->os() << "\n";
-  out->keep();
-  return true;
+  return writeModule(*module, outPath, error);
 }
