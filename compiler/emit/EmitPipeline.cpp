@@ -59,7 +59,8 @@ std::vector<Task> buildSchedule(const ParallelContext &pc) {
   for (int64_t k = 0; k < warmup; ++k)
     tasks.push_back({true, chunkOf(k, true), microbatchOf(k)});
   for (int64_t k = 0; k + warmup < total; ++k) {
-    tasks.push_back({true, chunkOf(k + warmup, true), microbatchOf(k + warmup)});
+    tasks.push_back(
+        {true, chunkOf(k + warmup, true), microbatchOf(k + warmup)});
     tasks.push_back({false, chunkOf(k, false), microbatchOf(k)});
   }
   for (int64_t k = std::max<int64_t>(total - warmup, 0); k < total; ++k)
@@ -177,7 +178,8 @@ LogicalResult ProgramEmitter::lowerPipeline(func::FuncOp step) {
   // One value -> buffer map (and saved statistics) per micro-batch.
   int64_t m = parallel.numMicrobatches;
   std::vector<llvm::DenseMap<Value, int>> instanceBuffers(m);
-  std::vector<llvm::DenseMap<Operation *, std::pair<int, int>>> instanceStats(m);
+  std::vector<llvm::DenseMap<Operation *, std::pair<int, int>>> instanceStats(
+      m);
   for (const Task &task : buildSchedule(parallel)) {
     int64_t stage = task.chunk * parallel.pp + parallel.ppIndex;
     std::swap(valueBuffer, instanceBuffers[task.microbatch]);
@@ -186,8 +188,7 @@ LogicalResult ProgramEmitter::lowerPipeline(func::FuncOp step) {
     LogicalResult r = success();
     lazyZeroDone.clear();
     useGatheredValues(/*backward=*/!task.forward);
-    for (Operation *op :
-         task.forward ? forwardOps[stage] : backwardOps[stage])
+    for (Operation *op : task.forward ? forwardOps[stage] : backwardOps[stage])
       if (failed(r = lowerPipelineOp(op, task.microbatch)))
         break;
     finishGradientShards();

@@ -141,7 +141,8 @@ LogicalResult ProgramEmitter::lowerCollective(Operation *op, bool &handled) {
     emit(rtf::Opcode::AllGather, {operand(ag.getInput()), staging}, {*g});
     int64_t chunk = in.getNumElements();
     for (int64_t k = 0; k < size; ++k) {
-      int part = viewOf(staging, freshName(op) + ".part", {chunk}, k * chunk * 4);
+      int part =
+          viewOf(staging, freshName(op) + ".part", {chunk}, k * chunk * 4);
       emit(rtf::Opcode::SliceInsert, {part, *out},
            {outer, local * size, local, k * local, inner, 0});
     }
@@ -160,10 +161,11 @@ LogicalResult ProgramEmitter::lowerCollective(Operation *op, bool &handled) {
       return success();
     }
     int64_t local = whole / size, chunk = in.getNumElements() / size;
-    int staging = newBuffer(freshName(op) + ".staging",
-                            {in.getNumElements()}, rtf::DType::F32);
+    int staging = newBuffer(freshName(op) + ".staging", {in.getNumElements()},
+                            rtf::DType::F32);
     for (int64_t k = 0; k < size; ++k) {
-      int part = viewOf(staging, freshName(op) + ".part", {chunk}, k * chunk * 4);
+      int part =
+          viewOf(staging, freshName(op) + ".part", {chunk}, k * chunk * 4);
       emit(rtf::Opcode::SliceCopy, {operand(rs.getInput()), part},
            {outer, whole, local, k * local, inner});
     }
@@ -273,8 +275,7 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
                 }))
               return success();
             STRATA_OUT(o, c.getResult());
-            emit(rtf::Opcode::Fill, {o}, {},
-                 {c.getValue().convertToDouble()});
+            emit(rtf::Opcode::Fill, {o}, {}, {c.getValue().convertToDouble()});
             return success();
           })
           .Case([&](EmbeddingOp e) -> LogicalResult {
@@ -315,12 +316,14 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             if (absorbed.count(a))
               return success();
             STRATA_OUT(o, a.getResult());
-            emit(rtf::Opcode::Add, {operand(a.getLhs()), operand(a.getRhs()), o});
+            emit(rtf::Opcode::Add,
+                 {operand(a.getLhs()), operand(a.getRhs()), o});
             return success();
           })
           .Case([&](MulOp a) -> LogicalResult {
             STRATA_OUT(o, a.getResult());
-            emit(rtf::Opcode::Mul, {operand(a.getLhs()), operand(a.getRhs()), o});
+            emit(rtf::Opcode::Mul,
+                 {operand(a.getLhs()), operand(a.getRhs()), o});
             return success();
           })
           .Case([&](ScaleOp s) -> LogicalResult {
@@ -355,8 +358,10 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             STRATA_OUT(o, l.getResult());
             int64_t n = lastDim(l.getInput());
             int64_t rows = numel(l.getInput()) / n;
-            int mean = newBuffer(freshName(l) + ".mean", {rows}, rtf::DType::F32);
-            int rstd = newBuffer(freshName(l) + ".rstd", {rows}, rtf::DType::F32);
+            int mean =
+                newBuffer(freshName(l) + ".mean", {rows}, rtf::DType::F32);
+            int rstd =
+                newBuffer(freshName(l) + ".rstd", {rows}, rtf::DType::F32);
             savedStats[l] = {mean, rstd};
             emit(rtf::Opcode::LayerNormFwd,
                  {operand(l.getInput()), operand(l.getGamma()),
@@ -403,8 +408,9 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
           .Case([&](CrossEntropyOp c) -> LogicalResult {
             STRATA_OUT(o, c.getResult());
             int64_t vocab = lastDim(c.getLogits());
-            int lse = newBuffer(freshName(c) + ".lse",
-                                {numel(c.getLogits()) / vocab}, rtf::DType::F32);
+            int lse =
+                newBuffer(freshName(c) + ".lse", {numel(c.getLogits()) / vocab},
+                          rtf::DType::F32);
             savedStats[c] = {lse, -1};
             emit(rtf::Opcode::CrossEntropyFwd,
                  {operand(c.getLogits()), operand(c.getTargets()), o, lse},
@@ -461,10 +467,10 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
               auto shape = cast<RankedTensorType>(r.getType()).getShape();
               if (outer == 1) {
                 // Contiguous parts: views, no copy.
-                valueBuffer[r] = viewOf(operand(s.getInput()), freshName(s),
-                                        shape,
-                                        i * small * inner *
-                                            rtf::dtypeBytes(buffers[operand(s.getInput())].dtype));
+                valueBuffer[r] = viewOf(
+                    operand(s.getInput()), freshName(s), shape,
+                    i * small * inner *
+                        rtf::dtypeBytes(buffers[operand(s.getInput())].dtype));
                 continue;
               }
               STRATA_OUT(o, r);
@@ -489,7 +495,8 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             STRATA_OUT(o, c.getResult());
             int64_t start = 0;
             for (Value in : c.getInputs()) {
-              int64_t size = cast<RankedTensorType>(in.getType()).getDimSize(axis);
+              int64_t size =
+                  cast<RankedTensorType>(in.getType()).getDimSize(axis);
               emit(rtf::Opcode::SliceInsert, {operand(in), o},
                    {product(outType.getShape().take_front(axis)),
                     outType.getDimSize(axis), size, start,
@@ -570,8 +577,9 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
   std::vector<MemoryRequest> requests;
   std::vector<int> roots;
   uint64_t persistentBytes = 0;
-  int lossRoot =
-      loss < 0 ? -1 : buffers[loss].root < 0 ? loss : buffers[loss].root;
+  int lossRoot = loss < 0                 ? -1
+                 : buffers[loss].root < 0 ? loss
+                                          : buffers[loss].root;
   for (auto [i, b] : llvm::enumerate(buffers)) {
     if (b.root >= 0)
       continue;
@@ -705,7 +713,6 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
 
 } // namespace strata::emit
 
-
 LogicalResult strata::readProgramConfig(ModuleOp module, rtf::ModelMeta &meta,
                                         rtf::TrainConfig &train) {
   auto model = module->getAttrOfType<DictionaryAttr>("strata.model");
@@ -735,7 +742,8 @@ LogicalResult strata::readProgramConfig(ModuleOp module, rtf::ModelMeta &meta,
   if (meta.vocab <= 0)
     return module.emitError("the module's strata.model has no vocab");
 
-  auto optAttr = training ? training.getAs<DictionaryAttr>("optimizer") : nullptr;
+  auto optAttr =
+      training ? training.getAs<DictionaryAttr>("optimizer") : nullptr;
   auto sched = training ? training.getAs<DictionaryAttr>("schedule") : nullptr;
   train.lr = getF64(optAttr, "lr", 1e-3);
   train.momentum = getF64(optAttr, "momentum", 0.0);

@@ -42,10 +42,16 @@ struct ParallelContext {
   /// ("dp", "tp") plus "world".
   std::map<std::string, int64_t> groupIds;
   int64_t groupRank(const std::string &axis) const {
-    return axis == "dp" ? dpIndex : axis == "tp" ? tpIndex : axis == "pp" ? ppIndex : rank;
+    return axis == "dp"   ? dpIndex
+           : axis == "tp" ? tpIndex
+           : axis == "pp" ? ppIndex
+                          : rank;
   }
   int64_t groupSize(const std::string &axis) const {
-    return axis == "dp" ? dp : axis == "tp" ? tp : axis == "pp" ? pp : worldSize;
+    return axis == "dp"   ? dp
+           : axis == "tp" ? tp
+           : axis == "pp" ? pp
+                          : worldSize;
   }
 };
 

@@ -68,8 +68,8 @@ LogicalResult ProgramEmitter::collectParams() {
     auto it = params.find(p.getName());
     if (it != params.end()) {
       if (it->second.op.getType() != p.getType()) {
-        p.emitError("parameter '") << p.getName()
-                                   << "' is declared twice with different types";
+        p.emitError("parameter '")
+            << p.getName() << "' is declared twice with different types";
         return WalkResult::interrupt();
       }
       return WalkResult::advance();
@@ -85,9 +85,9 @@ LogicalResult ProgramEmitter::collectParams() {
     // ZeRO gives every replica a distinct shard.
     bool sharded = p->hasAttr("strata.shard_view");
     info.tied = p->hasAttr("strata.tied");
-    info.normOwner = (sharded || parallel.tpIndex == 0) &&
-                     (!info.tied ||
-                      lowestDevice.lookup(p.getName()) == parallel.ppIndex);
+    info.normOwner =
+        (sharded || parallel.tpIndex == 0) &&
+        (!info.tied || lowestDevice.lookup(p.getName()) == parallel.ppIndex);
     std::string name = p.getName().str();
     params[name] = info;
     paramOrder.push_back(name);
@@ -132,8 +132,8 @@ LogicalResult ProgramEmitter::collectParams() {
     if (b.shardParams) {
       b.valueShard = newBuffer(base + ".value_shard", {b.elements / size},
                                rtf::DType::F32, true);
-      b.flatValueBackward = newBuffer(base + ".value_backward", {b.elements},
-                                      rtf::DType::F32);
+      b.flatValueBackward =
+          newBuffer(base + ".value_backward", {b.elements}, rtf::DType::F32);
       int64_t g = parallel.groupIds.at(b.group);
       lazyGather[b.flatValue] = {b.valueShard, g};
       lazyGather[b.flatValueBackward] = {b.valueShard, g};
@@ -143,11 +143,11 @@ LogicalResult ProgramEmitter::collectParams() {
       auto shape = cast<RankedTensorType>(info.op.getType()).getShape();
       info.grad = viewOf(b.flatGrad, name + ".grad", shape, offset * 4);
       if (b.shardParams) {
-        info.valueForward = viewOf(b.flatValue, name + ".gathered", shape,
-                                   offset * 4);
-        info.valueBackward = viewOf(b.flatValueBackward,
-                                    name + ".gathered_backward", shape,
-                                    offset * 4);
+        info.valueForward =
+            viewOf(b.flatValue, name + ".gathered", shape, offset * 4);
+        info.valueBackward =
+            viewOf(b.flatValueBackward, name + ".gathered_backward", shape,
+                   offset * 4);
       } else if (b.scatter) {
         info.value = viewOf(b.flatValue, name, shape, offset * 4);
       }
@@ -245,13 +245,13 @@ void ProgramEmitter::planUpdates() {
       if (p.valueForward >= 0)
         p.value = viewOf(buckets[p.bucket].valueShard, name, {0}, 0);
       if (p.bucket >= 0 && buckets[p.bucket].shardGradsEachMicrobatch)
-        p.descGrad = viewOf(buckets[p.bucket].gradShard, name + ".grad_piece",
-                            {0}, 0);
+        p.descGrad =
+            viewOf(buckets[p.bucket].gradShard, name + ".grad_piece", {0}, 0);
       // Another replica updates all of it: empty state ranges keep the
       // parameter table uniform (the runtime saves nothing for them).
       for (int k = 0; k < nstate; ++k)
-        p.emptyState.push_back(newBuffer(name + stateNames[k], {0},
-                                         rtf::DType::F32, true));
+        p.emptyState.push_back(
+            newBuffer(name + stateNames[k], {0}, rtf::DType::F32, true));
       continue;
     }
     UpdatePiece piece;
@@ -266,9 +266,9 @@ void ProgramEmitter::planUpdates() {
       p.value = viewOf(b.valueShard, name, {end - begin}, inShard * 4);
       piece.value = p.value;
     } else {
-      piece.value = whole ? p.value
-                          : viewOf(p.value, name + ".update", {end - begin},
-                                   begin * 4);
+      piece.value =
+          whole ? p.value
+                : viewOf(p.value, name + ".update", {end - begin}, begin * 4);
     }
     if (p.bucket >= 0 && buckets[p.bucket].scatter) {
       // The reduced gradient lives in the bucket's shard buffer.
@@ -276,8 +276,8 @@ void ProgramEmitter::planUpdates() {
       int64_t shard = b.elements / parallel.groupSize(b.group);
       int64_t off = b.offsets[llvm::find(b.params, name) - b.params.begin()];
       int64_t inShard = off + begin - parallel.groupRank(b.group) * shard;
-      piece.grad = viewOf(b.gradShard, name + ".grad_piece", {end - begin},
-                          inShard * 4);
+      piece.grad =
+          viewOf(b.gradShard, name + ".grad_piece", {end - begin}, inShard * 4);
     } else {
       piece.grad = p.grad;
     }
@@ -363,9 +363,9 @@ void ProgramEmitter::emitUpdate(rtf::ProgramBuilder &b) {
       continue;
     int64_t shard = bucket.elements / parallel.groupSize(bucket.group);
     int64_t start = parallel.groupRank(bucket.group) * shard;
-    uint32_t mine = b.addAlias("bucket" + std::to_string(bucket.slot) +
-                                   ".value_mine",
-                               id(bucket.flatValue), {shard}, start * 4);
+    uint32_t mine =
+        b.addAlias("bucket" + std::to_string(bucket.slot) + ".value_mine",
+                   id(bucket.flatValue), {shard}, start * 4);
     // In place: this replica's updated chunk is gathered into everyone's
     // copy of the bucket.
     b.emit(U, rtf::Opcode::AllGather, {mine, id(bucket.flatValue)},

@@ -131,8 +131,8 @@ private:
   int viewOf(int base, const std::string &name, ArrayRef<int64_t> shape,
              uint64_t extraOffset) {
     int root = buffers[base].root < 0 ? base : buffers[base].root;
-    int v = newBuffer(name, shape, buffers[base].dtype,
-                      buffers[root].persistent);
+    int v =
+        newBuffer(name, shape, buffers[base].dtype, buffers[root].persistent);
     buffers[v].root = root;
     buffers[v].byteOffset = buffers[base].byteOffset + extraOffset;
     return v;
@@ -164,7 +164,8 @@ private:
     FailureOr<rtf::DType> dt = dtypeOf(op, v.getType());
     if (failed(dt))
       return failure();
-    int b = newBuffer(freshName(op), cast<RankedTensorType>(v.getType()).getShape(), *dt);
+    int b = newBuffer(freshName(op),
+                      cast<RankedTensorType>(v.getType()).getShape(), *dt);
     return valueBuffer[v] = b;
   }
   int operand(Value v) { return valueBuffer.lookup(v); }
@@ -189,8 +190,7 @@ private:
     for (int b : operands) {
       if (b < 0) // an absent optional operand (load_batch)
         continue;
-      LogicalBuffer &root =
-          buffers[buffers[b].root < 0 ? b : buffers[b].root];
+      LogicalBuffer &root = buffers[buffers[b].root < 0 ? b : buffers[b].root];
       root.first = std::min(root.first, pos);
       root.last = std::max(root.last, pos);
     }

@@ -86,8 +86,8 @@ bool Plan::operator==(const Plan &o) const {
   return dp == o.dp && tp == o.tp && pp == o.pp && vpp == o.vpp &&
          microBatch == o.microBatch && numMicrobatches == o.numMicrobatches &&
          schedule == o.schedule && zero == o.zero && recompute == o.recompute &&
-         sp == o.sp && axisOrder == o.axisOrder && stageLayers == o.stageLayers &&
-         bucketBytes == o.bucketBytes;
+         sp == o.sp && axisOrder == o.axisOrder &&
+         stageLayers == o.stageLayers && bucketBytes == o.bucketBytes;
 }
 
 std::string Plan::summary() const {
@@ -156,8 +156,7 @@ std::optional<Plan> Plan::fromJson(const std::string &text,
       !intField("pp", p.pp, 1) || !intField("vpp", p.vpp, 1) ||
       !intField("micro_batch", p.microBatch, 1) ||
       !intField("num_microbatches", p.numMicrobatches, 1) ||
-      !intField("zero", zero, 0) ||
-      !intField("bucket_bytes", p.bucketBytes, 1))
+      !intField("zero", zero, 0) || !intField("bucket_bytes", p.bucketBytes, 1))
     return std::nullopt;
   if (zero > 3) {
     error = "plan field 'zero' must be 0, 1, 2 or 3";

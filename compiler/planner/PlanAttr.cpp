@@ -87,7 +87,8 @@ std::optional<Plan> strata::planner::planFromAttr(DictionaryAttr attr,
     auto name = dyn_cast<StringAttr>(a);
     auto axis = name ? parseAxis(name.getValue().str()) : std::nullopt;
     if (!axis) {
-      error = "strata.plan 'placement' entries must be \"tp\", \"dp\" or \"pp\"";
+      error =
+          "strata.plan 'placement' entries must be \"tp\", \"dp\" or \"pp\"";
       return std::nullopt;
     }
     plan.axisOrder[i] = *axis;

@@ -44,10 +44,9 @@ PlanResult planFromFiles(const PlanRequest &request, ModelDesc *model = nullptr,
 /// Writes the model's IR with the chosen plan attached (`--emit-ir`). The
 /// driver provides it, which keeps this library free of MLIR. Returns false
 /// and sets `error` on failure.
-using PlanIrEmitter = std::function<bool(const std::string &modelPath,
-                                         const Plan &plan,
-                                         const std::string &outPath,
-                                         std::string &error)>;
+using PlanIrEmitter =
+    std::function<bool(const std::string &modelPath, const Plan &plan,
+                       const std::string &outPath, std::string &error)>;
 
 /// Registers `plan MODEL.yaml --cluster C [--global-batch N] [--pin k=v]...
 /// [--top K] [--json] [--trace FILE] [--emit-ir FILE]` (the last only when

@@ -67,7 +67,8 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b,
   if (!ta)
     da = matmul(b, loc, dy, w, false, !tb);
   else if (!broadcast)
-    da = tb ? matmul(b, loc, w, dy, true, true) : matmul(b, loc, w, dy, false, true);
+    da = tb ? matmul(b, loc, w, dy, true, true)
+            : matmul(b, loc, w, dy, false, true);
   else
     return emitOpError("gradient of a transposed batched lhs against a "
                        "broadcast rhs is not supported; transpose the lhs "
@@ -75,7 +76,8 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b,
 
   Value db;
   if (!broadcast) {
-    db = tb ? matmul(b, loc, dy, a, true, ta) : matmul(b, loc, a, dy, !ta, false);
+    db = tb ? matmul(b, loc, dy, a, true, ta)
+            : matmul(b, loc, a, dy, !ta, false);
   } else {
     // B was shared by every batch entry: its gradient sums over the batch,
     // which is one matmul over the flattened rows.
@@ -113,11 +115,9 @@ LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
-LogicalResult ScaleOp::buildGradients(OpBuilder &b,
-                                      ArrayRef<Value> resultGrads,
+LogicalResult ScaleOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                       SmallVectorImpl<Value> &grads) {
-  grads.push_back(
-      b.create<ScaleOp>(getLoc(), resultGrads[0], getFactorAttr()));
+  grads.push_back(b.create<ScaleOp>(getLoc(), resultGrads[0], getFactorAttr()));
   return success();
 }
 
@@ -145,8 +145,8 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b,
 LogicalResult SoftmaxOp::buildGradients(OpBuilder &b,
                                         ArrayRef<Value> resultGrads,
                                         SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<SoftmaxGradOp>(getLoc(), resultGrads[0],
-                                          getResult(), getScaleAttr()));
+  grads.push_back(b.create<SoftmaxGradOp>(getLoc(), resultGrads[0], getResult(),
+                                          getScaleAttr()));
   return success();
 }
 
@@ -170,8 +170,7 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &b,
   return success();
 }
 
-LogicalResult SplitOp::buildGradients(OpBuilder &b,
-                                      ArrayRef<Value> resultGrads,
+LogicalResult SplitOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                       SmallVectorImpl<Value> &grads) {
   SmallVector<Value> parts;
   for (auto [r, g] : llvm::zip(getResults(), resultGrads))
@@ -187,8 +186,8 @@ LogicalResult ConcatOp::buildGradients(OpBuilder &b,
   int64_t offset = 0;
   for (Value in : getInputs()) {
     int64_t size = rankedType(in).getDimSize(axis);
-    grads.push_back(b.create<SliceOp>(getLoc(), resultGrads[0], axis, offset,
-                                      size));
+    grads.push_back(
+        b.create<SliceOp>(getLoc(), resultGrads[0], axis, offset, size));
     offset += size;
   }
   return success();
@@ -247,22 +246,24 @@ LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                       SmallVectorImpl<Value> &grads) {
   auto in = rankedType(getInput());
   int64_t axis = getNormalizedAxis();
-  int64_t before = getOffset(), after = in.getDimSize(axis) - before - getSize();
+  int64_t before = getOffset(),
+          after = in.getDimSize(axis) - before - getSize();
   SmallVector<Value> parts;
   auto zeros = [&](int64_t n) {
     SmallVector<int64_t> shape(in.getShape());
     shape[axis] = n;
-    return zerosLike(b, getLoc(), RankedTensorType::get(shape, in.getElementType()));
+    return zerosLike(b, getLoc(),
+                     RankedTensorType::get(shape, in.getElementType()));
   };
   if (before > 0)
     parts.push_back(zeros(before));
   parts.push_back(resultGrads[0]);
   if (after > 0)
     parts.push_back(zeros(after));
-  grads.push_back(parts.size() == 1
-                      ? parts[0]
-                      : b.create<ConcatOp>(getLoc(), parts,
-                                           b.getI64IntegerAttr(axis))
-                            .getResult());
+  grads.push_back(
+      parts.size() == 1
+          ? parts[0]
+          : b.create<ConcatOp>(getLoc(), parts, b.getI64IntegerAttr(axis))
+                .getResult());
   return success();
 }

@@ -78,16 +78,18 @@ LogicalResult ParamOp::verify() {
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult EmbeddingOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                              ValueRange operands, DictionaryAttr attrs,
+                              OpaqueProperties props, RegionRange regions,
+                              SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   auto table = rankedType(adaptor.getTable());
   auto ids = rankedType(adaptor.getIds());
   if (table.getRank() != 2)
-    return emitOptionalError(loc, "'strata.embedding' table must be rank 2 "
-                                  "[vocab, hidden], got ",
+    return emitOptionalError(loc,
+                             "'strata.embedding' table must be rank 2 "
+                             "[vocab, hidden], got ",
                              shapeStr(table.getShape()));
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
@@ -99,16 +101,18 @@ LogicalResult EmbeddingOp::inferReturnTypes(
 // MatmulOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                           ValueRange operands, DictionaryAttr attrs,
+                           OpaqueProperties props, RegionRange regions,
+                           SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   auto lhs = rankedType(adaptor.getLhs());
   auto rhs = rankedType(adaptor.getRhs());
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
-    return emitOptionalError(loc, "'strata.matmul' operands must have rank >= "
-                                  "2, got ",
+    return emitOptionalError(loc,
+                             "'strata.matmul' operands must have rank >= "
+                             "2, got ",
                              shapeStr(lhs.getShape()), " and ",
                              shapeStr(rhs.getShape()));
   if (failed(sameElementType(loc, "matmul", adaptor.getLhs(), adaptor.getRhs(),
@@ -143,17 +147,19 @@ LogicalResult MatmulOp::inferReturnTypes(
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-LogicalResult BiasAddOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+BiasAddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                            ValueRange operands, DictionaryAttr attrs,
+                            OpaqueProperties props, RegionRange regions,
+                            SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   auto in = rankedType(adaptor.getInput());
   auto bias = rankedType(adaptor.getBias());
   if (in.getRank() < 1 || bias.getRank() != 1 ||
       bias.getDimSize(0) != in.getShape().back())
-    return emitOptionalError(loc, "'strata.bias_add' bias must be a vector of "
-                                  "the input's last dimension: input ",
+    return emitOptionalError(loc,
+                             "'strata.bias_add' bias must be a vector of "
+                             "the input's last dimension: input ",
                              shapeStr(in.getShape()), ", bias ",
                              shapeStr(bias.getShape()));
   if (failed(sameElementType(loc, "bias_add", adaptor.getInput(),
@@ -191,10 +197,10 @@ LogicalResult MulOp::inferReturnTypes(MLIRContext *,
 }
 
 #define STRATA_SAME_AS_INPUT(OP)                                               \
-  LogicalResult OP::inferReturnTypes(                                          \
-      MLIRContext *, std::optional<Location>, ValueRange operands,             \
-      DictionaryAttr, OpaqueProperties, RegionRange,                           \
-      SmallVectorImpl<Type> &results) {                                        \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location>,   \
+                                     ValueRange operands, DictionaryAttr,      \
+                                     OpaqueProperties, RegionRange,            \
+                                     SmallVectorImpl<Type> &results) {         \
     results.push_back(operands[0].getType());                                  \
     return success();                                                          \
   }
@@ -207,17 +213,19 @@ STRATA_SAME_AS_INPUT(ReluOp)
 // LayerNormOp, SoftmaxOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult LayerNormOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                              ValueRange operands, DictionaryAttr attrs,
+                              OpaqueProperties props, RegionRange regions,
+                              SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   auto in = rankedType(adaptor.getInput());
   if (in.getRank() < 1)
     return emitOptionalError(loc, "'strata.layer_norm' input must have rank "
                                   ">= 1");
-  for (auto [what, v] : {std::pair<StringRef, Value>{"gamma", adaptor.getGamma()},
-                         {"beta", adaptor.getBeta()}}) {
+  for (auto [what, v] :
+       {std::pair<StringRef, Value>{"gamma", adaptor.getGamma()},
+        {"beta", adaptor.getBeta()}}) {
     auto t = rankedType(v);
     if (t.getRank() != 1 || t.getDimSize(0) != in.getShape().back())
       return emitOptionalError(loc, "'strata.layer_norm' ", what,
@@ -234,19 +242,21 @@ LogicalResult LayerNormOp::inferReturnTypes(
   return success();
 }
 
-LogicalResult SoftmaxOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                            ValueRange operands, DictionaryAttr attrs,
+                            OpaqueProperties props, RegionRange regions,
+                            SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   auto in = rankedType(adaptor.getInput());
   if (in.getRank() < 1)
     return emitOptionalError(loc, "'strata.softmax' input must have rank >= 1");
   if (adaptor.getCausal() &&
-      (in.getRank() < 2 || in.getDimSize(in.getRank() - 1) !=
-                               in.getDimSize(in.getRank() - 2)))
-    return emitOptionalError(loc, "'strata.softmax' with causal = true needs "
-                                  "an input of shape [..., S, S], got ",
+      (in.getRank() < 2 ||
+       in.getDimSize(in.getRank() - 1) != in.getDimSize(in.getRank() - 2)))
+    return emitOptionalError(loc,
+                             "'strata.softmax' with causal = true needs "
+                             "an input of shape [..., S, S], got ",
                              shapeStr(in.getShape()));
   results.push_back(in);
   return success();
@@ -264,16 +274,16 @@ LogicalResult ReshapeOp::verify() {
            << in.getElementType() << " to " << out.getElementType() << ")";
   if (in.getNumElements() != out.getNumElements())
     return emitOpError("element counts differ: ")
-           << shapeStr(in.getShape()) << " has " << in.getNumElements()
-           << ", " << shapeStr(out.getShape()) << " has "
-           << out.getNumElements();
+           << shapeStr(in.getShape()) << " has " << in.getNumElements() << ", "
+           << shapeStr(out.getShape()) << " has " << out.getNumElements();
   return success();
 }
 
-LogicalResult TransposeOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                              ValueRange operands, DictionaryAttr attrs,
+                              OpaqueProperties props, RegionRange regions,
+                              SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   auto in = rankedType(adaptor.getInput());
   ArrayRef<int64_t> perm = adaptor.getPermutation();
@@ -306,8 +316,8 @@ LogicalResult SplitOp::verify() {
     return emitOpError("needs at least one result");
   if (in.getDimSize(*axis) % parts != 0)
     return emitOpError("cannot split dimension ")
-           << *axis << " of size " << in.getDimSize(*axis) << " into "
-           << parts << " equal parts";
+           << *axis << " of size " << in.getDimSize(*axis) << " into " << parts
+           << " equal parts";
   SmallVector<int64_t> shape(in.getShape());
   shape[*axis] /= parts;
   auto expected = RankedTensorType::get(shape, in.getElementType());
@@ -318,10 +328,11 @@ LogicalResult SplitOp::verify() {
   return success();
 }
 
-LogicalResult ConcatOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                           ValueRange operands, DictionaryAttr attrs,
+                           OpaqueProperties props, RegionRange regions,
+                           SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   if (operands.empty())
     return emitOptionalError(loc, "'strata.concat' needs at least one input");
@@ -339,11 +350,10 @@ LogicalResult ConcatOp::inferReturnTypes(
     for (int64_t d = 0; ok && d < t.getRank(); ++d)
       ok = d == *axis || t.getDimSize(d) == first.getDimSize(d);
     if (!ok)
-      return emitOptionalError(loc, "'strata.concat' inputs ",
-                               shapeStr(first.getShape()), " and ",
-                               shapeStr(t.getShape()),
-                               " differ outside the concatenation axis ",
-                               *axis);
+      return emitOptionalError(
+          loc, "'strata.concat' inputs ", shapeStr(first.getShape()), " and ",
+          shapeStr(t.getShape()), " differ outside the concatenation axis ",
+          *axis);
     shape[*axis] += t.getDimSize(*axis);
   }
   results.push_back(RankedTensorType::get(shape, first.getElementType()));
@@ -354,26 +364,28 @@ LogicalResult ConcatOp::inferReturnTypes(
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                 ValueRange operands, DictionaryAttr attrs,
+                                 OpaqueProperties props, RegionRange regions,
+                                 SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   auto logits = rankedType(adaptor.getLogits());
   auto targets = rankedType(adaptor.getTargets());
   if (logits.getRank() < 1 ||
       logits.getShape().drop_back() != targets.getShape())
     return emitOptionalError(
-        loc, "'strata.cross_entropy' targets must have the logits' shape "
-             "without the class dimension: logits ",
+        loc,
+        "'strata.cross_entropy' targets must have the logits' shape "
+        "without the class dimension: logits ",
         shapeStr(logits.getShape()), ", targets ", shapeStr(targets.getShape()),
         "; expected targets ", shapeStr(logits.getShape().drop_back()));
   // The loss is accumulated and reported in float32 whatever the compute
   // dtype (mixed precision keeps the loss in full precision).
-  results.push_back(RankedTensorType::get(
-      {}, logits.getElementType().isF64()
-              ? logits.getElementType()
-              : Float32Type::get(logits.getContext())));
+  results.push_back(
+      RankedTensorType::get({}, logits.getElementType().isF64()
+                                    ? logits.getElementType()
+                                    : Float32Type::get(logits.getContext())));
   return success();
 }
 
@@ -390,8 +402,8 @@ static int64_t numElements(Value v) { return rankedType(v).getNumElements(); }
 
 int64_t MatmulOp::getFlops() {
   auto lhs = rankedType(getLhs());
-  int64_t k = lhs.getDimSize(getTransposeA() ? lhs.getRank() - 2
-                                             : lhs.getRank() - 1);
+  int64_t k =
+      lhs.getDimSize(getTransposeA() ? lhs.getRank() - 2 : lhs.getRank() - 1);
   return 2 * numElements(getResult()) * k;
 }
 int64_t EmbeddingOp::getFlops() { return 0; }
@@ -417,10 +429,11 @@ int64_t ConcatOp::getFlops() { return 0; }
 // Slice and gradient ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult SliceOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                          ValueRange operands, DictionaryAttr attrs,
+                          OpaqueProperties props, RegionRange regions,
+                          SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   auto in = rankedType(adaptor.getInput());
   FailureOr<int64_t> axis =
@@ -453,10 +466,11 @@ LogicalResult EmbeddingGradOp::verify() {
   return success();
 }
 
-LogicalResult BiasGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr, OpaqueProperties, RegionRange,
-    SmallVectorImpl<Type> &results) {
+LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           ValueRange operands, DictionaryAttr,
+                                           OpaqueProperties, RegionRange,
+                                           SmallVectorImpl<Type> &results) {
   auto in = rankedType(operands[0]);
   if (in.getRank() < 1)
     return emitOptionalError(loc, "'strata.bias_grad' needs rank >= 1");
@@ -478,35 +492,40 @@ static LogicalResult inferSameAsGrad(StringRef op, std::optional<Location> loc,
   return success();
 }
 
-LogicalResult GeluGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr, OpaqueProperties, RegionRange,
-    SmallVectorImpl<Type> &results) {
+LogicalResult GeluGradOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           ValueRange operands, DictionaryAttr,
+                                           OpaqueProperties, RegionRange,
+                                           SmallVectorImpl<Type> &results) {
   return inferSameAsGrad("gelu_grad", loc, operands[0], operands[1], results);
 }
 int64_t GeluGradOp::getFlops() { return 14 * numElements(getResult()); }
 
-LogicalResult ReluGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr, OpaqueProperties, RegionRange,
-    SmallVectorImpl<Type> &results) {
+LogicalResult ReluGradOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           ValueRange operands, DictionaryAttr,
+                                           OpaqueProperties, RegionRange,
+                                           SmallVectorImpl<Type> &results) {
   return inferSameAsGrad("relu_grad", loc, operands[0], operands[1], results);
 }
 int64_t ReluGradOp::getFlops() { return numElements(getResult()); }
 
-LogicalResult SoftmaxGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr, OpaqueProperties, RegionRange,
-    SmallVectorImpl<Type> &results) {
+LogicalResult SoftmaxGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              ValueRange operands,
+                                              DictionaryAttr, OpaqueProperties,
+                                              RegionRange,
+                                              SmallVectorImpl<Type> &results) {
   return inferSameAsGrad("softmax_grad", loc, operands[0], operands[1],
                          results);
 }
 int64_t SoftmaxGradOp::getFlops() { return 4 * numElements(getResult()); }
 
-LogicalResult LayerNormGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  ValueRange operands, DictionaryAttr attrs,
+                                  OpaqueProperties props, RegionRange regions,
+                                  SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   SmallVector<Type> inputType;
   if (failed(inferSameAsGrad("layer_norm_grad", loc, adaptor.getGrad(),
@@ -545,19 +564,21 @@ int64_t CrossEntropyGradOp::getFlops() { return 5 * numElements(getLogits()); }
 // Collectives
 //===----------------------------------------------------------------------===//
 
-LogicalResult AllReduceOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location>, ValueRange operands,
-    DictionaryAttr, OpaqueProperties, RegionRange,
-    SmallVectorImpl<Type> &results) {
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location>,
+                                            ValueRange operands, DictionaryAttr,
+                                            OpaqueProperties, RegionRange,
+                                            SmallVectorImpl<Type> &results) {
   results.push_back(operands[0].getType());
   return success();
 }
 int64_t AllReduceOp::getFlops() { return numElements(getResult()); }
 
-LogicalResult ReplicateOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location>, ValueRange operands,
-    DictionaryAttr, OpaqueProperties, RegionRange,
-    SmallVectorImpl<Type> &results) {
+LogicalResult ReplicateOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location>,
+                                            ValueRange operands, DictionaryAttr,
+                                            OpaqueProperties, RegionRange,
+                                            SmallVectorImpl<Type> &results) {
   results.push_back(operands[0].getType());
   return success();
 }
@@ -582,38 +603,41 @@ static LogicalResult inferAxisCollective(StringRef op,
   } else {
     if (shape[*a] % size != 0)
       return emitOptionalError(loc, "'strata.", op, "' dimension ", *a,
-                               " of size ", shape[*a],
-                               " does not divide into ", size, " parts");
+                               " of size ", shape[*a], " does not divide into ",
+                               size, " parts");
     shape[*a] /= size;
   }
   results.push_back(RankedTensorType::get(shape, in.getElementType()));
   return success();
 }
 
-LogicalResult AllGatherOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+AllGatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                              ValueRange operands, DictionaryAttr attrs,
+                              OpaqueProperties props, RegionRange regions,
+                              SmallVectorImpl<Type> &results) {
   Adaptor a(operands, attrs, props, regions);
   return inferAxisCollective("all_gather", loc, a.getInput(), a.getAxis(),
                              a.getSize(), true, results);
 }
 int64_t AllGatherOp::getFlops() { return 0; }
 
-LogicalResult ReduceScatterOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+ReduceScatterOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  ValueRange operands, DictionaryAttr attrs,
+                                  OpaqueProperties props, RegionRange regions,
+                                  SmallVectorImpl<Type> &results) {
   Adaptor a(operands, attrs, props, regions);
   return inferAxisCollective("reduce_scatter", loc, a.getInput(), a.getAxis(),
                              a.getSize(), false, results);
 }
 int64_t ReduceScatterOp::getFlops() { return numElements(getInput()); }
 
-LogicalResult TakeSliceOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+TakeSliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                              ValueRange operands, DictionaryAttr attrs,
+                              OpaqueProperties props, RegionRange regions,
+                              SmallVectorImpl<Type> &results) {
   Adaptor a(operands, attrs, props, regions);
   return inferAxisCollective("take_slice", loc, a.getInput(), a.getAxis(),
                              a.getSize(), false, results);

@@ -66,9 +66,8 @@ private:
     return success();
   }
   FailureOr<Operation *> importOp(const GraphOp &op);
-  FailureOr<SmallVector<Type>> explicitResultTypes(const GraphOp &op,
-                                                   ArrayRef<Value> operands,
-                                                   Location l);
+  FailureOr<SmallVector<Type>>
+  explicitResultTypes(const GraphOp &op, ArrayRef<Value> operands, Location l);
   DictionaryAttr modelAttr();
   DictionaryAttr trainingAttr();
 
@@ -84,7 +83,9 @@ bool isFloatAttr(StringRef name) {
 }
 
 /// Spec attributes that shape the op's results rather than being stored.
-bool isShapeOnlyAttr(StringRef name) { return name == "shape" || name == "num"; }
+bool isShapeOnlyAttr(StringRef name) {
+  return name == "shape" || name == "num";
+}
 
 Attribute toAttr(OpBuilder &b, StringRef name, const AttrValue &v) {
   if (auto *i = std::get_if<int64_t>(&v))
@@ -197,8 +198,7 @@ FailureOr<Operation *> ModelImporter::importOp(const GraphOp &op) {
     // operands and (now property-backed) attributes.
     state.addTypes(SmallVector<Type>(op.outputs.size(), builder.getNoneType()));
   } else {
-    FailureOr<SmallVector<Type>> types =
-        explicitResultTypes(op, operands, l);
+    FailureOr<SmallVector<Type>> types = explicitResultTypes(op, operands, l);
     if (failed(types))
       return failure();
     state.addTypes(*types);
@@ -239,15 +239,16 @@ DictionaryAttr ModelImporter::modelAttr() {
   if (spec.gpt) {
     const GptConfig &g = *spec.gpt;
     add("vocab", g.vocab), add("seq_len", g.seqLen), add("hidden", g.hidden);
-    add("heads", g.heads), add("layers", g.layers), add("ffn_hidden", g.ffnHidden);
+    add("heads", g.heads), add("layers", g.layers),
+        add("ffn_hidden", g.ffnHidden);
     attrs.push_back(builder.getNamedAttr(
         "dtype", builder.getStringAttr(dtypeName(g.dtype))));
   } else if (spec.mlp) {
     const MlpConfig &m = *spec.mlp;
     add("vocab", m.vocab), add("seq_len", m.seqLen), add("hidden", m.hidden);
     add("layers", m.layers), add("ffn_hidden", m.ffnHidden);
-    attrs.push_back(builder.getNamedAttr(
-        "activation", builder.getStringAttr(m.activation)));
+    attrs.push_back(builder.getNamedAttr("activation",
+                                         builder.getStringAttr(m.activation)));
     attrs.push_back(builder.getNamedAttr(
         "dtype", builder.getStringAttr(dtypeName(m.dtype))));
   }
@@ -260,10 +261,9 @@ DictionaryAttr ModelImporter::trainingAttr() {
   auto i = [&](int64_t v) { return builder.getI64IntegerAttr(v); };
   const OptimizerSpec &o = t.optimizer;
   DictionaryAttr opt = builder.getDictionaryAttr({
-      builder.getNamedAttr("kind", builder.getStringAttr(
-                                       o.kind == OptimizerSpec::Kind::SGD
-                                           ? "sgd"
-                                           : "adamw")),
+      builder.getNamedAttr(
+          "kind", builder.getStringAttr(
+                      o.kind == OptimizerSpec::Kind::SGD ? "sgd" : "adamw")),
       builder.getNamedAttr("lr", f(o.lr)),
       builder.getNamedAttr("momentum", f(o.momentum)),
       builder.getNamedAttr("beta1", f(o.beta1)),
@@ -315,10 +315,9 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     const char *init = p.init.kind == ParamInit::Kind::Normal  ? "normal"
                        : p.init.kind == ParamInit::Kind::Zeros ? "zeros"
                                                                : "ones";
-    auto op = builder.create<ParamOp>(l, tensorType(p),
-                                      builder.getStringAttr(p.name),
-                                      builder.getStringAttr(init),
-                                      builder.getF64FloatAttr(p.init.std));
+    auto op = builder.create<ParamOp>(
+        l, tensorType(p), builder.getStringAttr(p.name),
+        builder.getStringAttr(init), builder.getF64FloatAttr(p.init.std));
     if (failed(define(p.name, op, l)))
       return nullptr;
   }

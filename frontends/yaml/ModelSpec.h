@@ -85,8 +85,8 @@ struct TrainingSpec {
 };
 
 /// An attribute value of an explicit-graph op.
-using AttrValue = std::variant<int64_t, double, bool, std::string,
-                               std::vector<int64_t>>;
+using AttrValue =
+    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
 
 /// A dimension of a graph tensor; -1 while unresolved is never stored: the
 /// symbolic `batch` dimension is resolved to the batch size at parse time.

@@ -72,8 +72,8 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
     // Reverse sweep. grads[v] is the (summed) gradient of the loss wrt v.
     llvm::DenseMap<Value, Value> grads;
     Location lossLoc = loss.getLoc();
-    auto seed = b.create<ConstantOp>(lossLoc, loss.getType(),
-                                     b.getF64FloatAttr(scale));
+    auto seed =
+        b.create<ConstantOp>(lossLoc, loss.getType(), b.getF64FloatAttr(scale));
     if (Operation *lossOp = loss.getDefiningOp())
       if (Attribute stage = lossOp->getAttr("strata.stage"))
         seed->setAttr("strata.stage", stage);

@@ -10,8 +10,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/Pass.h"
-#include "llvm/ADT/StringSet.h"
 #include "passes/Passes.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace strata {
 #define GEN_PASS_DEF_STRATABUILDOPTIMIZER

@@ -261,8 +261,8 @@ std::string Trainer::layoutFingerprint() const {
                 std::to_string(l.valueCount);
     }
   }
-  uint64_t h = fnv1a64(reinterpret_cast<const uint8_t *>(text.data()),
-                       text.size());
+  uint64_t h =
+      fnv1a64(reinterpret_cast<const uint8_t *>(text.data()), text.size());
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
   return hex;
@@ -284,9 +284,10 @@ void Trainer::loadCheckpoint(const std::string &dir) {
          ": no trainer.json or index.json; not a Strata checkpoint "
          "directory (written by --save)");
   if (single && worldSize() != 1)
-    fail("--resume ", dir, ": the checkpoint was saved by a 1-rank run; "
-         "this program runs on ", worldSize(), " ranks (plan: ",
-         program_.meta.planDescription,
+    fail("--resume ", dir,
+         ": the checkpoint was saved by a 1-rank run; "
+         "this program runs on ",
+         worldSize(), " ranks (plan: ", program_.meta.planDescription,
          "). Resume with the program that wrote it.");
   if (perRank)
     loadMultiRank(dir);
@@ -311,7 +312,8 @@ void Trainer::saveSingleRank(const std::string &dir) const {
     if (!layout.coversWhole() || layout.valueOffset != 0 ||
         layout.valueCount != layout.boxElements())
       fail("--save ", dir, ": parameter '", p.name, "' holds only part of ",
-           shapeString(layout.view), " on the only rank; the program is "
+           shapeString(layout.view),
+           " on the only rank; the program is "
            "inconsistent, recompile it");
     std::vector<float> local = readF32(p.value);
     values.emplace_back(shapeElements(layout.checkpoint));
@@ -496,7 +498,8 @@ void Trainer::saveMultiRank(const std::string &dir) const {
               for (size_t s = 0; s < p.state.size(); ++s) {
                 data.push_back(readF32(p.state[s]));
                 names.push_back(p.name + suffixes[s]);
-                tensors.push_back({names.back(), "F32",
+                tensors.push_back({names.back(),
+                                   "F32",
                                    {int64_t(data.back().size())},
                                    data.back().data(),
                                    data.back().size() * 4});
@@ -507,65 +510,65 @@ void Trainer::saveMultiRank(const std::string &dir) const {
         }),
         "writing the rank files");
 
-  agree(attempt([&] {
-          if (rank_ != 0)
-            return;
-          // Every rank's layout is in the program, so rank 0 can index
-          // every piece without gathering anything.
-          nlohmann::json tensors = nlohmann::json::object();
-          nlohmann::json states = nlohmann::json::object();
-          for (const RankProgram &r : program_.ranks)
-            for (const ParamDesc &p : r.params) {
-              ParamLayout l = layoutOf(r, p);
-              auto &t = tensors[p.name];
-              t["global_shape"] = l.view;
-              t["checkpoint_shape"] = l.checkpoint;
-              if (valueOwner(r.rank, p) == r.rank && !p.valueSharded)
-                t["pieces"].push_back({{"file", rankFileName(r.rank)},
-                                       {"start", l.start},
-                                       {"shape", l.clipped()}});
-              else if (valueOwner(r.rank, p) == r.rank && l.valueCount > 0)
-                t["pieces"].push_back(
+  agree(
+      attempt([&] {
+        if (rank_ != 0)
+          return;
+        // Every rank's layout is in the program, so rank 0 can index
+        // every piece without gathering anything.
+        nlohmann::json tensors = nlohmann::json::object();
+        nlohmann::json states = nlohmann::json::object();
+        for (const RankProgram &r : program_.ranks)
+          for (const ParamDesc &p : r.params) {
+            ParamLayout l = layoutOf(r, p);
+            auto &t = tensors[p.name];
+            t["global_shape"] = l.view;
+            t["checkpoint_shape"] = l.checkpoint;
+            if (valueOwner(r.rank, p) == r.rank && !p.valueSharded)
+              t["pieces"].push_back({{"file", rankFileName(r.rank)},
+                                     {"start", l.start},
+                                     {"shape", l.clipped()}});
+            else if (valueOwner(r.rank, p) == r.rank && l.valueCount > 0)
+              t["pieces"].push_back(
+                  {{"file", rankFileName(r.rank)},
+                   {"box_start", l.start},
+                   {"box_shape", l.local},
+                   {"offset", l.valueOffset},
+                   {"count", l.valueCount},
+                   {"stored", countInFlatRange(l, l.valueOffset,
+                                               l.valueOffset + l.valueCount)}});
+            if (stateOwner(r.rank, p) == r.rank)
+              for (const std::string &suffix : suffixes)
+                states[p.name + suffix]["pieces"].push_back(
                     {{"file", rankFileName(r.rank)},
                      {"box_start", l.start},
                      {"box_shape", l.local},
-                     {"offset", l.valueOffset},
-                     {"count", l.valueCount},
-                     {"stored",
-                      countInFlatRange(l, l.valueOffset,
-                                       l.valueOffset + l.valueCount)}});
-              if (stateOwner(r.rank, p) == r.rank)
-                for (const std::string &suffix : suffixes)
-                  states[p.name + suffix]["pieces"].push_back(
-                      {{"file", rankFileName(r.rank)},
-                       {"box_start", l.start},
-                       {"box_shape", l.local},
-                       {"offset", l.stateOffset},
-                       {"count", l.stateCount}});
-            }
-          nlohmann::json index = {
-              {"format", kCheckpointFormat},
-              {"version", kCheckpointVersion},
-              {"layout", "per-rank"},
-              {"world_size", W},
-              {"plan", program_.meta.planDescription},
-              {"layout_fingerprint", layoutFingerprint()},
-              {"family", program_.meta.family},
-              {"optimizer", optimizerName(program_.train.optimizer)},
-              {"step", step_},
-              {"seed", seed_},
-              {"data_position", step_ * program_.meta.globalBatch},
-              {"rng", {{"kind", "counter-splitmix64"}, {"seed", seed_}}},
-              {"tensors", tensors},
-              {"optimizer_state", states},
-          };
-          std::string text = index.dump(1) + "\n";
-          writeFileAtomically((tmp / "index.json").string(),
-                              std::vector<uint8_t>(text.begin(), text.end()),
-                              false);
-          publishDirectory(tmp, target, dir);
-        }),
-        "publishing the checkpoint");
+                     {"offset", l.stateOffset},
+                     {"count", l.stateCount}});
+          }
+        nlohmann::json index = {
+            {"format", kCheckpointFormat},
+            {"version", kCheckpointVersion},
+            {"layout", "per-rank"},
+            {"world_size", W},
+            {"plan", program_.meta.planDescription},
+            {"layout_fingerprint", layoutFingerprint()},
+            {"family", program_.meta.family},
+            {"optimizer", optimizerName(program_.train.optimizer)},
+            {"step", step_},
+            {"seed", seed_},
+            {"data_position", step_ * program_.meta.globalBatch},
+            {"rng", {{"kind", "counter-splitmix64"}, {"seed", seed_}}},
+            {"tensors", tensors},
+            {"optimizer_state", states},
+        };
+        std::string text = index.dump(1) + "\n";
+        writeFileAtomically((tmp / "index.json").string(),
+                            std::vector<uint8_t>(text.begin(), text.end()),
+                            false);
+        publishDirectory(tmp, target, dir);
+      }),
+      "publishing the checkpoint");
 }
 
 void Trainer::loadMultiRank(const std::string &dir) {
@@ -586,8 +589,7 @@ void Trainer::loadMultiRank(const std::string &dir) {
     fail("--resume ", dir, ": the checkpoint was saved by a run of ",
          savedWorld, " ranks (plan: ", savedPlan, "); this program runs on ",
          worldSize(), " ranks (plan: ", program_.meta.planDescription, ")",
-         savedWorld == worldSize() ? " with a different parameter layout"
-                                   : "",
+         savedWorld == worldSize() ? " with a different parameter layout" : "",
          ". Resume with the program that wrote it (same strata compile "
          "flags), or start from its weights with --init");
 
@@ -607,7 +609,8 @@ void Trainer::loadMultiRank(const std::string &dir) {
                     const std::vector<int64_t> &shape) {
     const SafeTensorInfo *info = file.find(name);
     if (!info)
-      fail(file.path(), ": tensor '", name, "' is missing; the checkpoint "
+      fail(file.path(), ": tensor '", name,
+           "' is missing; the checkpoint "
            "is incomplete");
     if (info->shape != shape)
       fail(file.path(), ": tensor '", name, "' has shape ",
@@ -639,8 +642,8 @@ void Trainer::loadMultiRank(const std::string &dir) {
     writeF32(p.value, local);
     const SafeTensorsFile &stateFile = fileOf(stateOwner(rank_, p));
     for (size_t s = 0; s < p.state.size(); ++s)
-      writeF32(p.state[s], tensor(stateFile, p.name + suffixes[s],
-                                  {layout.stateCount}));
+      writeF32(p.state[s],
+               tensor(stateFile, p.name + suffixes[s], {layout.stateCount}));
     writeF32(p.grad, std::vector<float>(rp.buffers[p.grad].numElements()));
   }
 }

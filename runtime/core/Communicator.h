@@ -66,13 +66,11 @@ public:
   virtual std::unique_ptr<CommRequest>
   startAllReduce(void *buf, int64_t count, DType dtype, ReduceOp op) = 0;
   virtual std::unique_ptr<CommRequest>
-  startReduceScatter(const void *in, void *out, int64_t count,
-                     DType dtype) = 0;
+  startReduceScatter(const void *in, void *out, int64_t count, DType dtype) = 0;
   virtual std::unique_ptr<CommRequest>
   startAllGather(const void *in, void *out, int64_t count, DType dtype) = 0;
   virtual std::unique_ptr<CommRequest>
-  startSend(const void *buf, int64_t count, DType dtype, int peer,
-            int tag) = 0;
+  startSend(const void *buf, int64_t count, DType dtype, int peer, int tag) = 0;
   virtual std::unique_ptr<CommRequest>
   startRecv(void *buf, int64_t count, DType dtype, int peer, int tag) = 0;
 };
@@ -89,7 +87,8 @@ public:
   /// Creates the communicator of `group`. Collective over the world: every
   /// rank calls it for every group in the same order; non-members get
   /// nullptr.
-  virtual std::unique_ptr<Communicator> createGroup(const ProcessGroup &group) = 0;
+  virtual std::unique_ptr<Communicator>
+  createGroup(const ProcessGroup &group) = 0;
 };
 
 /// A world of one rank, in-process: reductions over one member are copies,

@@ -43,8 +43,8 @@ public:
   virtual void progress() = 0;
   /// Fills micro-batch `microbatch`'s rows of this rank (any pointer may be
   /// null): token ids, next-token targets, positions 0 .. seqLen-1.
-  virtual void loadBatch(int64_t microbatch, int32_t *tokens,
-                         int32_t *targets, int32_t *positions) = 0;
+  virtual void loadBatch(int64_t microbatch, int32_t *tokens, int32_t *targets,
+                         int32_t *positions) = 0;
 };
 
 /// Per-step values instructions read besides their operands.

@@ -18,9 +18,8 @@ ParamLayout layoutOf(const RankProgram &rank, const ParamDesc &param) {
                                      : param.shardStart;
   l.checkpoint = param.checkpointShape.empty() ? l.view : param.checkpointShape;
   l.stateOffset = param.stateOffset;
-  l.stateCount = param.state.empty()
-                     ? 0
-                     : rank.buffers[param.state[0]].numElements();
+  l.stateCount =
+      param.state.empty() ? 0 : rank.buffers[param.state[0]].numElements();
   l.valueSharded = param.valueSharded;
   l.valueOffset = param.valueSharded ? param.stateOffset : 0;
   l.valueCount = rank.buffers[param.value].numElements();

@@ -47,9 +47,8 @@ public:
   void recv(void *, int64_t, DType, int peer, int) override { noPeer(peer); }
   void barrier() override {}
 
-  std::unique_ptr<CommRequest> startAllReduce(void *buf, int64_t count,
-                                              DType dtype,
-                                              ReduceOp op) override {
+  std::unique_ptr<CommRequest>
+  startAllReduce(void *buf, int64_t count, DType dtype, ReduceOp op) override {
     allReduce(buf, count, dtype, op);
     return std::make_unique<DoneRequest>();
   }
@@ -65,8 +64,8 @@ public:
     allGather(in, out, count, dtype);
     return std::make_unique<DoneRequest>();
   }
-  std::unique_ptr<CommRequest> startSend(const void *, int64_t, DType,
-                                         int peer, int) override {
+  std::unique_ptr<CommRequest> startSend(const void *, int64_t, DType, int peer,
+                                         int) override {
     noPeer(peer);
   }
   std::unique_ptr<CommRequest> startRecv(void *, int64_t, DType, int peer,
@@ -76,7 +75,8 @@ public:
 
 private:
   [[noreturn]] void noPeer(int peer) {
-    fail("send/recv to rank ", peer, " in a one-rank world; this program "
+    fail("send/recv to rank ", peer,
+         " in a one-rank world; this program "
          "needs more ranks (launch it with mpirun)");
   }
   std::string name_;
@@ -88,7 +88,8 @@ public:
   int worldRank() const override { return 0; }
   int worldSize() const override { return 1; }
   Communicator &world() override { return world_; }
-  std::unique_ptr<Communicator> createGroup(const ProcessGroup &group) override {
+  std::unique_ptr<Communicator>
+  createGroup(const ProcessGroup &group) override {
     if (group.indexOf(0) < 0)
       return nullptr;
     return std::make_unique<SelfCommunicator>(group.name);

@@ -36,12 +36,12 @@
 namespace strata::rt {
 
 struct StepStats {
-  int64_t step = 0; ///< 0-based index of the step just run.
+  int64_t step = 0;  ///< 0-based index of the step just run.
   double loss = 0.0; ///< Mean over the loss ranks (the same on every rank).
   double lr = 0.0;
   std::optional<double> gradNorm; ///< Before clipping; absent without one.
-  double seconds = 0.0; ///< The slowest rank's step time.
-  int64_t tokens = 0;   ///< Tokens of the step over all ranks.
+  double seconds = 0.0;           ///< The slowest rank's step time.
+  int64_t tokens = 0;             ///< Tokens of the step over all ranks.
 };
 
 /// Whether `dir` is empty or holds a checkpoint (trainer.json or

@@ -156,7 +156,9 @@ StepServices &services(const C &ctx) {
          "executor's services");
   return *ctx.services;
 }
-ReduceOp reduceOp(int64_t op) { return op == 1 ? ReduceOp::Max : ReduceOp::Sum; }
+ReduceOp reduceOp(int64_t op) {
+  return op == 1 ? ReduceOp::Max : ReduceOp::Sum;
+}
 
 void runLoadBatch(const B &b, const C &ctx) {
   services(ctx).loadBatch(b.attr(0), b.i32(0), b.i32(1), b.i32(2));
@@ -186,15 +188,15 @@ void runBarrier(const B &b, const C &ctx) {
 }
 void runAllReduceStart(const B &b, const C &ctx) {
   StepServices &s = services(ctx);
-  s.park(b.attr(2), s.group(b.attr(0)).startAllReduce(
-                        b.operands[0], b.elements[0], b.dtypes[0],
-                        reduceOp(b.attr(1))));
+  s.park(b.attr(2),
+         s.group(b.attr(0)).startAllReduce(b.operands[0], b.elements[0],
+                                           b.dtypes[0], reduceOp(b.attr(1))));
 }
 void runReduceScatterStart(const B &b, const C &ctx) {
   StepServices &s = services(ctx);
-  s.park(b.attr(1), s.group(b.attr(0)).startReduceScatter(
-                        b.operands[0], b.operands[1], b.elements[1],
-                        b.dtypes[0]));
+  s.park(b.attr(1),
+         s.group(b.attr(0)).startReduceScatter(b.operands[0], b.operands[1],
+                                               b.elements[1], b.dtypes[0]));
 }
 void runAllGatherStart(const B &b, const C &ctx) {
   StepServices &s = services(ctx);

@@ -229,8 +229,10 @@ const ProcessGroup *memberGroup(VerifyContext &ctx) {
   const auto &groups = *ctx.env->groups;
   int64_t g = ctx.inst.ints[0];
   if (g < 0 || g >= int64_t(groups.size())) {
-    ctx.error = "group " + std::to_string(g) + " does not exist (the program "
-                "has " + std::to_string(groups.size()) + " process groups)";
+    ctx.error = "group " + std::to_string(g) +
+                " does not exist (the program "
+                "has " +
+                std::to_string(groups.size()) + " process groups)";
     return nullptr;
   }
   if (groups[g].indexOf(ctx.env->rank) < 0) {
@@ -249,7 +251,8 @@ bool expectSlot(VerifyContext &ctx) {
 bool expectCommSize(VerifyContext &ctx, size_t i) {
   if (ctx.operands[i]->numElements() <= kMaxCommElements)
     return true;
-  ctx.error = "operand '" + ctx.operands[i]->name + "' has more than 2^31-1 "
+  ctx.error = "operand '" + ctx.operands[i]->name +
+              "' has more than 2^31-1 "
               "elements; split the transfer";
   return false;
 }
@@ -529,9 +532,9 @@ std::string verifyInstruction(const Instruction &inst,
                    ((spec.flags & kOperandAny32) && have == DType::I32);
     if (!dtypeOk)
       return op + " operand '" + spec.name + "' must be " +
-             ((spec.flags & kOperandAnyFloat)  ? std::string("f32 or f64")
-              : (spec.flags & kOperandAny32) ? std::string("f32 or i32")
-                                               : dtypeName(spec.dtype)) +
+             ((spec.flags & kOperandAnyFloat) ? std::string("f32 or f64")
+              : (spec.flags & kOperandAny32)  ? std::string("f32 or i32")
+                                              : dtypeName(spec.dtype)) +
              ", buffer '" + buffers[id].name + "' is " + dtypeName(have);
     ctx.operands.push_back(&buffers[id]);
   }

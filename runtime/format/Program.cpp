@@ -303,9 +303,8 @@ RankProgram decodeRank(Reader &r) {
         s.bad("parameter layout before the parameter table");
       uint32_t n = s.count(9);
       if (n != rank.params.size())
-        s.bad("parameter layout has " + std::to_string(n) +
-              " entries for " + std::to_string(rank.params.size()) +
-              " parameters");
+        s.bad("parameter layout has " + std::to_string(n) + " entries for " +
+              std::to_string(rank.params.size()) + " parameters");
       for (ParamDesc &p : rank.params) {
         p.checkpointShape = readDims(s);
         p.stateOffset = s.i64();
@@ -691,15 +690,13 @@ void verifyRank(const Program &program, const RankProgram &rank,
            ") lies outside its local box of ", n, " elements");
     auto checkBuffer = [&](uint32_t id, const char *what, int64_t a,
                            int64_t b) {
-      int64_t have = id < rank.buffers.size()
-                         ? rank.buffers[id].numElements()
-                         : -1;
+      int64_t have =
+          id < rank.buffers.size() ? rank.buffers[id].numElements() : -1;
       if (id >= rank.buffers.size() || rank.buffers[id].dtype != DType::F32 ||
           (have != a && have != b))
         fail(where, ": parameter '", p.name, "' ", what,
              " buffer must be f32 with ", a,
-             a != b ? " or " + std::to_string(b) : std::string(),
-             " elements");
+             a != b ? " or " + std::to_string(b) : std::string(), " elements");
     };
     if (p.valueSharded)
       checkBuffer(p.value, "value (value-sharded: its optimizer state's size)",
@@ -751,7 +748,8 @@ void verifyRank(const Program &program, const RankProgram &rank,
   } else {
     bool hasLast = !rank.sequence(SequenceKind::LastMicrobatch).empty();
     int64_t plain = hasLast ? m.numMicrobatches - 1 : m.numMicrobatches;
-    order.push_back({SequenceKind::Microbatch, int(std::min<int64_t>(plain, 2))});
+    order.push_back(
+        {SequenceKind::Microbatch, int(std::min<int64_t>(plain, 2))});
     if (hasLast)
       order.push_back({SequenceKind::LastMicrobatch, 1});
   }
@@ -766,9 +764,8 @@ void verifyRank(const Program &program, const RankProgram &rank,
         SlotUse use = slotUse(seq[i], &slot);
         if (use == SlotUse::Start && busy[slot] >= 0)
           fail(where, " sequence ", sequenceName(kind), " instruction ", i,
-               ": slot ", slot, " is still in use by instruction ",
-               busy[slot], " of ", sequenceName(busyKind[slot]),
-               "; wait on it first");
+               ": slot ", slot, " is still in use by instruction ", busy[slot],
+               " of ", sequenceName(busyKind[slot]), "; wait on it first");
         if (use == SlotUse::Wait && busy[slot] < 0)
           fail(where, " sequence ", sequenceName(kind), " instruction ", i,
                ": wait on slot ", slot, ", which holds no request");
@@ -965,8 +962,8 @@ void verifyProgram(const Program &program, const std::string &source) {
   std::set<std::string> groupNames;
   for (size_t g = 0; g < program.groups.size(); ++g) {
     const ProcessGroup &group = program.groups[g];
-    std::string what = source + ": process group " + std::to_string(g) +
-                       " ('" + group.name + "')";
+    std::string what = source + ": process group " + std::to_string(g) + " ('" +
+                       group.name + "')";
     if (group.name.empty() || !groupNames.insert(group.name).second)
       fail(what, ": group names must be non-empty and unique");
     if (group.ranks.empty())
@@ -983,8 +980,7 @@ void verifyProgram(const Program &program, const std::string &source) {
   std::set<uint32_t> lossSet;
   for (uint32_t r : program.lossRanks)
     if (r >= m.worldSize || !lossSet.insert(r).second)
-      fail(source, ": loss rank ", r,
-           " is outside the world or listed twice");
+      fail(source, ": loss rank ", r, " is outside the world or listed twice");
   std::vector<uint32_t> lossRanks = program.effectiveLossRanks();
   if (lossRanks.empty())
     fail(source, ": no rank carries the loss (set a loss buffer and list "

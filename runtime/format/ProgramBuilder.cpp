@@ -15,8 +15,9 @@ namespace {
 uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 } // namespace
 
-ProgramBuilder::ProgramBuilder(ModelMeta meta, TrainConfig train, uint32_t rank,
-                               std::shared_ptr<std::vector<ProcessGroup>> groups)
+ProgramBuilder::ProgramBuilder(
+    ModelMeta meta, TrainConfig train, uint32_t rank,
+    std::shared_ptr<std::vector<ProcessGroup>> groups)
     : meta_(std::move(meta)), train_(train), groups_(std::move(groups)) {
   rank_.rank = rank;
   if (!groups_)
@@ -191,7 +192,8 @@ MultiRankProgramBuilder::MultiRankProgramBuilder(ModelMeta meta,
     fail("MultiRankProgramBuilder: world size ", meta_.worldSize,
          " is out of range");
   for (uint32_t r = 0; r < meta_.worldSize; ++r)
-    ranks_.push_back(std::make_unique<ProgramBuilder>(meta_, train_, r, groups_));
+    ranks_.push_back(
+        std::make_unique<ProgramBuilder>(meta_, train_, r, groups_));
 }
 
 uint32_t MultiRankProgramBuilder::addGroup(const std::string &name,

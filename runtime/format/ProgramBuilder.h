@@ -141,7 +141,9 @@ public:
   uint32_t worldSize() const { return uint32_t(ranks_.size()); }
   /// Ranks whose loss buffer carries the step loss; by default every rank
   /// that has a loss buffer.
-  void setLossRanks(std::vector<uint32_t> ranks) { lossRanks_ = std::move(ranks); }
+  void setLossRanks(std::vector<uint32_t> ranks) {
+    lossRanks_ = std::move(ranks);
+  }
 
   /// The verified program; throws RuntimeError naming what is wrong.
   Program finish() const;

@@ -165,14 +165,14 @@ public:
 
   void allReduce(void *buf, int64_t count, DType dtype, ReduceOp op) override {
     WatchScope scope(describe("all_reduce", count, dtype));
-    MPI_Allreduce(MPI_IN_PLACE, buf, mpiCount(count), mpiType(dtype),
-                  mpiOp(op), comm_);
+    MPI_Allreduce(MPI_IN_PLACE, buf, mpiCount(count), mpiType(dtype), mpiOp(op),
+                  comm_);
   }
   void reduceScatter(const void *in, void *out, int64_t count,
                      DType dtype) override {
     WatchScope scope(describe("reduce_scatter", count, dtype));
-    MPI_Reduce_scatter_block(in, out, mpiCount(count), mpiType(dtype),
-                             MPI_SUM, comm_);
+    MPI_Reduce_scatter_block(in, out, mpiCount(count), mpiType(dtype), MPI_SUM,
+                             comm_);
   }
   void allGather(const void *in, void *out, int64_t count,
                  DType dtype) override {
@@ -185,8 +185,7 @@ public:
     WatchScope scope(describePeer("send to", peer, tag, count, dtype));
     MPI_Send(buf, mpiCount(count), mpiType(dtype), peer, tag, comm_);
   }
-  void recv(void *buf, int64_t count, DType dtype, int peer,
-            int tag) override {
+  void recv(void *buf, int64_t count, DType dtype, int peer, int tag) override {
     WatchScope scope(describePeer("recv from", peer, tag, count, dtype));
     MPI_Recv(buf, mpiCount(count), mpiType(dtype), peer, tag, comm_,
              MPI_STATUS_IGNORE);
@@ -196,20 +195,20 @@ public:
     MPI_Barrier(comm_);
   }
 
-  std::unique_ptr<CommRequest> startAllReduce(void *buf, int64_t count,
-                                              DType dtype,
-                                              ReduceOp op) override {
+  std::unique_ptr<CommRequest>
+  startAllReduce(void *buf, int64_t count, DType dtype, ReduceOp op) override {
     MPI_Request r;
     MPI_Iallreduce(MPI_IN_PLACE, buf, mpiCount(count), mpiType(dtype),
                    mpiOp(op), comm_, &r);
-    return std::make_unique<MpiRequest>(r, describe("all_reduce", count, dtype));
+    return std::make_unique<MpiRequest>(r,
+                                        describe("all_reduce", count, dtype));
   }
   std::unique_ptr<CommRequest> startReduceScatter(const void *in, void *out,
                                                   int64_t count,
                                                   DType dtype) override {
     MPI_Request r;
-    MPI_Ireduce_scatter_block(in, out, mpiCount(count), mpiType(dtype),
-                              MPI_SUM, comm_, &r);
+    MPI_Ireduce_scatter_block(in, out, mpiCount(count), mpiType(dtype), MPI_SUM,
+                              comm_, &r);
     return std::make_unique<MpiRequest>(
         r, describe("reduce_scatter", count, dtype));
   }
@@ -220,7 +219,8 @@ public:
     MPI_Iallgather(inPlace(in, out, count, dtype), mpiCount(count),
                    mpiType(dtype), out, mpiCount(count), mpiType(dtype), comm_,
                    &r);
-    return std::make_unique<MpiRequest>(r, describe("all_gather", count, dtype));
+    return std::make_unique<MpiRequest>(r,
+                                        describe("all_gather", count, dtype));
   }
   std::unique_ptr<CommRequest> startSend(const void *buf, int64_t count,
                                          DType dtype, int peer,
@@ -275,7 +275,8 @@ public:
   int worldRank() const override { return state().worldRank; }
   int worldSize() const override { return state().worldSize; }
   Communicator &world() override { return *world_; }
-  std::unique_ptr<Communicator> createGroup(const ProcessGroup &group) override {
+  std::unique_ptr<Communicator>
+  createGroup(const ProcessGroup &group) override {
     int index = group.indexOf(uint32_t(state().worldRank));
     MPI_Comm comm;
     MPI_Comm_split(world_->comm(), index >= 0 ? 0 : MPI_UNDEFINED,

@@ -12,15 +12,15 @@
 #include "compiler/planner/Cluster.h"
 #include "compiler/planner/PlanAttr.h"
 #include "compiler/planner/PlanCommand.h"
-#include "runtime/format/ProgramBuilder.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "frontends/import/ImportModel.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "passes/Passes.h"
 #include "runtime/format/Bundle.h"
+#include "runtime/format/ProgramBuilder.h"
 #include "runtime/support/Error.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -310,7 +310,8 @@ int runCompile(const CompileOptions &opts) {
       "step\n",
       spec->path.c_str(), opts.output.c_str(), (long long)ranks,
       ranks == 1 ? "" : "s",
-      ranks == 1 ? "./BIN" : ("mpirun -np " + std::to_string(ranks) + " BIN").c_str(),
+      ranks == 1 ? "./BIN"
+                 : ("mpirun -np " + std::to_string(ranks) + " BIN").c_str(),
       stats.arenaBytes / 1048576.0, stats.persistentBytes / 1048576.0,
       stats.unsharedBytes / 1048576.0, stats.numInstructions,
       (long long)meta.numMicrobatches);

@@ -4,11 +4,11 @@
 #include "compiler/tools/strata/ToolSupport.h"
 
 #include "frontends/import/ImportModel.h"
-#include "passes/analysis/SummarizeModel.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
+#include "passes/analysis/SummarizeModel.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -40,8 +40,8 @@ int runImport(const ImportOptions &opts) {
     return 1;
   }
   if (opts.summary) {
-    llvm::errs() << "model " << spec->path << " (" << spec->family
-                 << ", batch " << spec->batch << ")\n";
+    llvm::errs() << "model " << spec->path << " (" << spec->family << ", batch "
+                 << spec->batch << ")\n";
     printModelSummary(summarizeModel(*module), llvm::errs());
   }
   return 0;

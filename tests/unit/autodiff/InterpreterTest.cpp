@@ -284,7 +284,7 @@ TEST(ReferenceInterpreter, EmbeddingRowStartSkipsOtherRows) {
   %x = strata.embedding %w, %ids {row_start = 2 : i64} : (tensor<3x2xf64>, tensor<4xi32>) -> tensor<4x2xf64>
   %g = strata.embedding_grad %x, %ids {row_start = 2 : i64} : (tensor<4x2xf64>, tensor<4xi32>) -> tensor<3x2xf64>
   return %x, %g : tensor<4x2xf64>, tensor<3x2xf64>)",
-                 p, in);
+                     p, in);
   ASSERT_TRUE(e.ok()) << e.error;
   expectData(e.results[0], {4, 2}, {0, 0, 0, 1, 4, 5, 0, 0});
   expectData(e.results[1], {3, 2}, {0, 1, 0, 0, 4, 5});

@@ -90,8 +90,9 @@ TEST(DistributedFormatTest, VerifierRejectsBrokenDistributedPrograms) {
       inst.ints[2] = 0;
   expectRejected(p, "slot 0 is still in use");
   p = good;
-  p.ranks[0].sequence(SequenceKind::Update).erase(
-      p.ranks[0].sequence(SequenceKind::Update).begin());
+  p.ranks[0]
+      .sequence(SequenceKind::Update)
+      .erase(p.ranks[0].sequence(SequenceKind::Update).begin());
   expectRejected(p, "is never waited on within the step");
   p = good;
   p.ranks[0].sequence(SequenceKind::Update).push_back({Opcode::Wait, {}, {7}});

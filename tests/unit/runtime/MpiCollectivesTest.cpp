@@ -65,13 +65,18 @@ CollectiveProgram buildCollectiveProgram(uint32_t world) {
     b.setLoss(b.addBuffer("loss", {1}));
     b.emit(seq, Opcode::Fill, {b.loss()}, {}, {0.0});
     bool even = r % 2 == 0;
-    int64_t gs = even ? int64_t(out.evens.size()) : int64_t(out.oddsReversed.size());
+    int64_t gs =
+        even ? int64_t(out.evens.size()) : int64_t(out.oddsReversed.size());
     int64_t sub = even ? gEven : gOdd;
     // Blocking.
-    b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_sum_f32", {kN})}, {gWorld, 0});
-    b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_max_f32", {kN})}, {gWorld, 1});
-    b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_sum_f64", {kN}, F64)}, {gWorld, 0});
-    b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_max_f64", {kN}, F64)}, {gWorld, 1});
+    b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_sum_f32", {kN})},
+           {gWorld, 0});
+    b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_max_f32", {kN})},
+           {gWorld, 1});
+    b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_sum_f64", {kN}, F64)},
+           {gWorld, 0});
+    b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_max_f64", {kN}, F64)},
+           {gWorld, 1});
     b.emit(seq, Opcode::AllReduce, {b.addBuffer("ar_sub", {kN})}, {sub, 0});
     b.emit(seq, Opcode::ReduceScatter,
            {b.addBuffer("rs_in", {world * kN}), b.addBuffer("rs_out", {kN})},
@@ -79,9 +84,10 @@ CollectiveProgram buildCollectiveProgram(uint32_t world) {
     b.emit(seq, Opcode::AllGather,
            {b.addBuffer("ag_in", {kN}), b.addBuffer("ag_out", {world * kN})},
            {gWorld});
-    b.emit(seq, Opcode::AllGather,
-           {b.addBuffer("ag_sub_in", {kN}), b.addBuffer("ag_sub_out", {gs * kN})},
-           {sub});
+    b.emit(
+        seq, Opcode::AllGather,
+        {b.addBuffer("ag_sub_in", {kN}), b.addBuffer("ag_sub_out", {gs * kN})},
+        {sub});
     // In place: this rank's chunk of the output is the input.
     uint32_t agip = b.addBuffer("ag_inplace", {world * kN});
     uint32_t agipChunk = b.addAlias("ag_inplace_chunk", agip, {kN}, r * kN * 4);
@@ -108,11 +114,14 @@ CollectiveProgram buildCollectiveProgram(uint32_t world) {
            {b.addBuffer("nb_rs_in", {gs * kN}, F64),
             b.addBuffer("nb_rs_out", {kN}, F64)},
            {sub, 2});
-    b.emit(seq, Opcode::AllGatherStart,
-           {b.addBuffer("nb_ag_in", {kN}), b.addBuffer("nb_ag_out", {world * kN})},
-           {gWorld, 63});
-    b.emit(seq, Opcode::RecvStart, {b.addBuffer("nb_recv", {kN})}, {prev, 9, 4});
-    b.emit(seq, Opcode::SendStart, {b.addBuffer("nb_send", {kN})}, {next, 9, 5});
+    b.emit(
+        seq, Opcode::AllGatherStart,
+        {b.addBuffer("nb_ag_in", {kN}), b.addBuffer("nb_ag_out", {world * kN})},
+        {gWorld, 63});
+    b.emit(seq, Opcode::RecvStart, {b.addBuffer("nb_recv", {kN})},
+           {prev, 9, 4});
+    b.emit(seq, Opcode::SendStart, {b.addBuffer("nb_send", {kN})},
+           {next, 9, 5});
     b.emit(seq, Opcode::Scale, {x, y}, {}, {2.0});
     for (int64_t slot : {0, 1, 2, 63, 4, 5})
       b.emit(SequenceKind::Update, Opcode::Wait, {}, {slot});

@@ -44,8 +44,8 @@ protected:
     testprograms::MlpConfig c;
     c.microBatch = 2;
     c.numMicrobatches = 2;
-    dpProgram = write("dp2.prog", testprograms::buildDataParallelMlp(
-                                      c, {2, true, true}));
+    dpProgram = write("dp2.prog",
+                      testprograms::buildDataParallelMlp(c, {2, true, true}));
     oneProgram = write("one.prog", testprograms::buildMlpProgram());
   }
   void TearDown() override { fs::remove_all(dir); }
@@ -61,8 +61,8 @@ protected:
   }
   int run(const std::string &command) {
     std::string out = (dir / "out.txt").string();
-    int status = std::system(
-        ("timeout 100 " + command + " > " + out + " 2>&1").c_str());
+    int status =
+        std::system(("timeout 100 " + command + " > " + out + " 2>&1").c_str());
     std::ifstream in(out);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -100,8 +100,8 @@ TEST_F(MpiLauncherTest, WrongRankCountIsAClearError) {
   // Printed once, by rank 0.
   EXPECT_EQ(output.find(want), output.rfind(want)) << output;
   // Without mpirun: the same message, no MPI needed.
-  EXPECT_NE(run(std::string(STRATA_LAUNCHER_PATH) + " --program " +
-                dpProgram + " --steps 1"),
+  EXPECT_NE(run(std::string(STRATA_LAUNCHER_PATH) + " --program " + dpProgram +
+                " --steps 1"),
             0);
   EXPECT_NE(output.find(want), std::string::npos) << output;
 }
@@ -121,9 +121,9 @@ TEST_F(MpiLauncherTest, DeadRankEndsTheJobAndIsNamed) {
   auto start = std::chrono::steady_clock::now();
   int rc = run(mpirun(2, "-x STRATA_TEST_FAIL=1:2") + " --program " +
                dpProgram + " --steps 50");
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_NE(rc, 0) << output;
   EXPECT_LT(seconds, 30.0);
   EXPECT_NE(output.find("rank 1: STRATA_TEST_FAIL: exiting with status 3 at "
@@ -156,8 +156,8 @@ TEST_F(MpiLauncherTest, SaveAndResumeContinueTheSameLog) {
   // Only rank 0 logs and prints progress.
   EXPECT_EQ(output.find("step 4/4"), output.rfind("step 4/4")) << output;
   // A 1-rank program cannot resume a 2-rank checkpoint.
-  EXPECT_NE(run(std::string(STRATA_LAUNCHER_PATH) + " --program " +
-                oneProgram + " --resume " + ckpt.string()),
+  EXPECT_NE(run(std::string(STRATA_LAUNCHER_PATH) + " --program " + oneProgram +
+                " --resume " + ckpt.string()),
             0);
   EXPECT_NE(output.find("saved by a run of 2 ranks"), std::string::npos)
       << output;

@@ -17,8 +17,8 @@
 
 #include "runtime/core/Trainer.h"
 #include "runtime/format/ProgramBuilder.h"
-#include "runtime/support/Error.h"
 #include "runtime/io/SafeTensors.h"
+#include "runtime/support/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -152,8 +152,8 @@ TEST(MpiTrainingTest, PerRankCheckpointResumesBitForBit) {
     EXPECT_EQ(resumed.readF32(p.value), straight.readF32(p.value)) << p.name;
 
   // Another plan (here: no ZeRO) cannot resume it.
-  Program other = testprograms::buildDataParallelMlp(replicaConfig(),
-                                                     {W, true, false});
+  Program other =
+      testprograms::buildDataParallelMlp(replicaConfig(), {W, true, false});
   Trainer wrong(other, r, createCpuDevice(), 7, comms);
   try {
     wrong.loadCheckpoint(dir.string());
@@ -187,12 +187,12 @@ Program buildShardedProgram(uint32_t world, int64_t vocab) {
     ProgramBuilder &b = mb.rank(r);
     b.setLoss(b.addBuffer("loss", {1}));
     b.emit(SequenceKind::Microbatch, Opcode::Fill, {b.loss()}, {}, {0.0});
-    uint32_t emb = b.addParam("emb.weight", {3, 2}, InitKind::Normal, 1.0,
-                              false);
+    uint32_t emb =
+        b.addParam("emb.weight", {3, 2}, InitKind::Normal, 1.0, false);
     b.rankProgram().params[emb].globalShape = {vocab, 2};
     b.rankProgram().params[emb].shardStart = {3 * int64_t(r), 0};
-    uint32_t attn = b.addParam("attn.weight", {2, 3, 2}, InitKind::Normal, 1.0,
-                               false);
+    uint32_t attn =
+        b.addParam("attn.weight", {2, 3, 2}, InitKind::Normal, 1.0, false);
     b.rankProgram().params[attn].checkpointShape = {2, 6};
   }
   return mb.finish();

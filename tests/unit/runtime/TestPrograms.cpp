@@ -24,10 +24,9 @@ ModelMeta mlpMeta(const MlpConfig &c, uint32_t replicas) {
   meta.globalBatch = c.microBatch * c.numMicrobatches * replicas;
   meta.seed = 1234;
   meta.worldSize = replicas;
-  meta.planDescription = replicas == 1
-                             ? "hand-built MLP test program, 1 rank"
-                             : "hand-built data-parallel MLP, dp=" +
-                                   std::to_string(replicas);
+  meta.planDescription = replicas == 1 ? "hand-built MLP test program, 1 rank"
+                                       : "hand-built data-parallel MLP, dp=" +
+                                             std::to_string(replicas);
   return meta;
 }
 
@@ -84,13 +83,13 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
     p.weightDecay = wd;
     return b.addParamWithBuffers(p);
   };
-  uint32_t wte = addParam("wte.weight", {V, H}, InitKind::Normal, c.initStd,
-                          true);
-  uint32_t w1 = addParam("fc1.weight", {H, F}, InitKind::Normal, c.initStd,
-                         true);
+  uint32_t wte =
+      addParam("wte.weight", {V, H}, InitKind::Normal, c.initStd, true);
+  uint32_t w1 =
+      addParam("fc1.weight", {H, F}, InitKind::Normal, c.initStd, true);
   uint32_t b1 = addParam("fc1.bias", {F}, InitKind::Zeros, 0, false);
-  uint32_t w2 = addParam("fc2.weight", {F, V}, InitKind::Normal, c.initStd,
-                         true);
+  uint32_t w2 =
+      addParam("fc2.weight", {F, V}, InitKind::Normal, c.initStd, true);
   uint32_t b2 = addParam("fc2.bias", {V}, InitKind::Zeros, 0, false);
   uint32_t x = b.addBuffer("x", {N, H});
   uint32_t h = b.addBuffer("h", {N, F});
@@ -131,8 +130,8 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
            {V}, {scale});
     b.emit(mb, Opcode::BiasGrad, {dlogits, b.grad(b2)}, {V});
     gradDone(b2);
-    b.emit(mb, Opcode::Matmul, {g, dlogits, b.grad(w2)},
-           {1, F, V, N, 1, 0, 0}, {1.0, 1.0});
+    b.emit(mb, Opcode::Matmul, {g, dlogits, b.grad(w2)}, {1, F, V, N, 1, 0, 0},
+           {1.0, 1.0});
     gradDone(w2);
     b.emit(mb, Opcode::Matmul, {dlogits, whole[w2], dg}, {1, N, F, V, 0, 1, 0},
            {1.0, 0.0});
@@ -144,8 +143,7 @@ void emitMlp(ProgramBuilder &b, const MlpConfig &c, int64_t dpGroup,
     gradDone(w1);
     b.emit(mb, Opcode::Matmul, {dh, whole[w1], dx}, {1, N, H, F, 0, 1, 0},
            {1.0, 0.0});
-    b.emit(mb, Opcode::EmbeddingBwd, {b.tokens(), dx, b.grad(wte)},
-           {V, H, 0});
+    b.emit(mb, Opcode::EmbeddingBwd, {b.tokens(), dx, b.grad(wte)}, {V, H, 0});
     gradDone(wte);
   }
   b.emitZeroGrads();
