@@ -352,15 +352,19 @@ private:
     if (YAML::Node e = dev["efficiency"]) {
       if (!e.IsMap()) {
         error(e, "'efficiency' must be a mapping: {gemm, gemm_depth_half, "
-                 "memory, kernel_overhead}");
+                 "gemm_rows_half, memory, kernel_overhead}");
         return;
       }
-      checkKeys(e, {"gemm", "gemm_depth_half", "memory", "kernel_overhead"},
+      checkKeys(e,
+                {"gemm", "gemm_depth_half", "gemm_rows_half", "memory",
+                 "kernel_overhead"},
                 "'efficiency'");
       if (auto v = quantity(e, "gemm", "fraction", false, "0.8"))
         d.gemmEfficiency = *v;
       if (auto v = quantity(e, "gemm_depth_half", "count", false, "128"))
         d.gemmDepthHalf = *v;
+      if (auto v = quantity(e, "gemm_rows_half", "count", false, "0"))
+        d.gemmRowsHalf = *v;
       if (auto v = quantity(e, "memory", "fraction", false, "0.8"))
         d.memoryEfficiency = *v;
       if (auto v = quantity(e, "kernel_overhead", "time", false, "5 us"))

@@ -40,9 +40,12 @@ struct DeviceSpec {
   /// Parallel units the GEMM tiles are spread over (SMs); 0 disables the
   /// wave-quantisation term (CPUs).
   int computeUnits = 0;
-  int gemmTile = 128;            ///< square output tile edge of one unit
-  double gemmEfficiency = 0.8;   ///< sustained fraction of peak, large GEMM
-  double gemmDepthHalf = 128;    ///< K at which tile prologue/epilogue halve
+  int gemmTile = 128;          ///< square output tile edge of one unit
+  double gemmEfficiency = 0.8; ///< sustained fraction of peak, large GEMM
+  double gemmDepthHalf = 128;  ///< K at which tile prologue/epilogue halve
+  /// min(M, N) at which a GEMM reaches half its large-shape rate (packing
+  /// and edge costs of narrow GEMMs on CPUs); 0 disables the term.
+  double gemmRowsHalf = 0;
   double memoryEfficiency = 0.8; ///< sustained fraction of bandwidth
   double kernelOverheadS = 5e-6; ///< fixed cost per kernel launch
   double reservedBytes = 0;      ///< runtime/context memory not for tensors

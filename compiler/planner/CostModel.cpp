@@ -70,7 +70,12 @@ double AnalyticalCostModel::gemmTime(double M, double N, double K,
   }
   // Each tile pays a fixed prologue/epilogue, amortised over its K loop.
   double depthEff = K / (K + d.gemmDepthHalf);
-  double compute = flops / (peak * d.gemmEfficiency * tileEff * depthEff);
+  // Narrow GEMMs (few rows or columns) pay packing and edge costs that a
+  // large one amortises (CPUs; calibrated by `strata calibrate`).
+  double narrow = std::min(M, N);
+  double rowsEff = narrow / (narrow + d.gemmRowsHalf);
+  double compute =
+      flops / (peak * d.gemmEfficiency * tileEff * depthEff * rowsEff);
   double bytes = double(m.dtypeBytes) * (M * K + K * N + M * N) * batch;
   double memory = bytes / (d.memoryBandwidth * d.memoryEfficiency);
   return std::max(compute, memory) + d.kernelOverheadS;

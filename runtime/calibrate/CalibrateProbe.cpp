@@ -163,6 +163,25 @@ json measureGemm(CommBackend &b, const ProbeOptions &o) {
     points.push_back({{"m", mn}, {"n", mn}, {"k", k}, {"flops_per_s", rate}});
   }
   DepthFit fit = fitGemmDepth(rates);
+  // Narrow GEMMs: few rows against a wide, deep weight, as training's
+  // per-micro-batch GEMMs are on a CPU rank.
+  std::vector<int64_t> rows =
+      o.quick ? std::vector<int64_t>{32, 128, 512}
+              : std::vector<int64_t>{16, 32, 64, 128, 256, 512, 1024};
+  std::vector<DepthRate> rowRates;
+  json rowPoints = json::array();
+  for (int64_t m : rows) {
+    cpu::MatmulShape s;
+    s.m = m, s.n = mn, s.k = 1024;
+    b.world().barrier();
+    double t = timeLocal(
+        [&] { cpu::matmul(a.data(), w.data(), c.data(), s, 1.0f, 0.0f); }, o);
+    double rate = meanOverRanks(b, 2.0 * m * mn * 1024 / t);
+    rowRates.push_back({double(m), rate});
+    rowPoints.push_back(
+        {{"m", m}, {"n", mn}, {"k", 1024}, {"flops_per_s", rate}});
+  }
+  DepthFit rowFit = fitGemmDepth(rowRates);
   double best = 0;
   for (const DepthRate &r : rates)
     best = std::max(best, r.flopsPerS);
@@ -170,7 +189,9 @@ json measureGemm(CommBackend &b, const ProbeOptions &o) {
           {"points", points},
           {"best_flops_per_s", best},
           {"fit_peak_flops_per_s", fit.peakFlopsPerS},
-          {"fit_depth_half", fit.depthHalf}};
+          {"fit_depth_half", fit.depthHalf},
+          {"rows_points", rowPoints},
+          {"fit_rows_half", rowFit.depthHalf}};
 }
 
 json measureMemory(CommBackend &b, const ProbeOptions &o) {

@@ -68,7 +68,7 @@ struct Measured {
   std::string host, cpu, mpiLibrary, mode;
   int64_t ranks = 0, onlineCpus = 0;
   double physicalMemory = 0;
-  double gemmPeak = 0, gemmDepthHalf = 0, gemmBest = 0;
+  double gemmPeak = 0, gemmDepthHalf = 0, gemmRowsHalf = 0, gemmBest = 0;
   std::vector<std::pair<int64_t, double>> gemmByDepth; ///< (K, FLOP/s)
   double memoryBandwidth = 0;
   std::vector<std::pair<std::string, double>> memoryKernels;
@@ -115,6 +115,7 @@ bool readProbeJson(llvm::StringRef text, Measured &m, std::string &error) {
       !number(root, "physical_memory_bytes", m.physicalMemory) ||
       !number(gemm, "fit_peak_flops_per_s", m.gemmPeak) ||
       !number(gemm, "fit_depth_half", m.gemmDepthHalf) ||
+      !number(gemm, "fit_rows_half", m.gemmRowsHalf) ||
       !number(gemm, "best_flops_per_s", m.gemmBest) ||
       !number(memory, "bytes_per_s", m.memoryBandwidth) ||
       !number(overhead, "seconds", m.kernelOverheadS))
@@ -227,8 +228,9 @@ std::string renderSpec(const Measured &m, const CalibrateOptions &opts,
                      m.gemmPeak / 1e9)
      << "  compute_units: 0\n"
      << llvm::format("  efficiency: {gemm: 1.0, gemm_depth_half: %.0f, "
-                     "memory: 1.0, kernel_overhead: %.4f us}\n",
-                     m.gemmDepthHalf, m.kernelOverheadS * 1e6)
+                     "gemm_rows_half: %.0f, memory: 1.0, kernel_overhead: "
+                     "%.4f us}\n",
+                     m.gemmDepthHalf, m.gemmRowsHalf, m.kernelOverheadS * 1e6)
      << "topology:\n";
   if (level) {
     double latency = level->alphaS / (2.0 * double(m.ranks - 1));

@@ -126,6 +126,20 @@ TEST(CostModel, GemmRooflineAndShapeEffects) {
   EXPECT_LT(2.0 * 2048 * 2048 * 64 * 64 / thin, 0.5 * achieved);
 }
 
+TEST(CostModel, NarrowGemmsPayTheCalibratedRowsTerm) {
+  ClusterSpec c = preset("local:1");
+  c.device.gemmRowsHalf = 0;
+  AnalyticalCostModel off(gpt(768, 12, 2), c);
+  c.device.gemmRowsHalf = 64;
+  AnalyticalCostModel on(gpt(768, 12, 2), c);
+  // Wide GEMMs are barely affected; a 64-row GEMM runs at half the rate.
+  EXPECT_NEAR(on.gemmTime(4096, 4096, 1024, 1) /
+                  off.gemmTime(4096, 4096, 1024, 1),
+              1.0, 0.02);
+  EXPECT_NEAR(on.gemmTime(64, 4096, 1024, 1) / off.gemmTime(64, 4096, 1024, 1),
+              2.0, 0.05);
+}
+
 TEST(CostModel, SimulatedScheduleAgreesWithTheFormula) {
   ModelDesc m = gpt(2048, 16, 8);
   AnalyticalCostModel cm(m, preset("dgx-a100:1"));
