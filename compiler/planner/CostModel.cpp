@@ -402,7 +402,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     double gathers = 2 + (p.recompute == Recompute::Full ? 1 : 0);
     double comm = gathers * allGatherTime(bytes, dpStride, p.dp) +
                   reduceScatterTime(bytes, dpStride, p.dp);
-    sc.layerZeroComm = std::max(0.0, comm - sc.layerCompute);
+    sc.layerZeroComm =
+        commOverlapsCompute() ? std::max(0.0, comm - sc.layerCompute) : comm;
   }
 
   // Embedding: gather rows, add positions, dropout; backward scatter-adds.
@@ -457,16 +458,21 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     double backward = stageLayers * lc.bwd;
     double forward = stageLayers * lc.fwd;
     double lastBucket = 1.0 / (stageLayers + 1.0);
+    // What a bucketed reduction leaves exposed: the part longer than the
+    // compute it overlaps, and at least the last bucket; everything where
+    // the device cannot overlap at all.
+    auto exposed = [&](double comm, double hiding) {
+      return commOverlapsCompute() ? std::max(comm - hiding, comm * lastBucket)
+                                   : comm;
+    };
     if (p.zero == 0) {
-      double ar = allReduceTime(bytes, dpStride, p.dp);
-      sc.dpExposed = std::max(ar - backward, ar * lastBucket);
+      sc.dpExposed = exposed(allReduceTime(bytes, dpStride, p.dp), backward);
     } else {
       // Reduce-scatter hides under the last backward, the parameter
       // all-gather under the next step's first forward.
       double rs = reduceScatterTime(bytes, dpStride, p.dp);
       double ag = allGatherTime(stageParams * e, dpStride, p.dp);
-      sc.dpExposed = std::max(rs - backward, rs * lastBucket) +
-                     std::max(ag - forward, ag * lastBucket);
+      sc.dpExposed = exposed(rs, backward) + exposed(ag, forward);
     }
   }
   double localParams = stageParams / (p.zero >= 1 ? dp : 1);

@@ -89,6 +89,10 @@ public:
   const ClusterSpec &cluster() const override { return c; }
 
   // Building blocks, public for tests and for the trace writer.
+  /// Whether communication proceeds while the device computes: GPUs move
+  /// data with copy engines and NICs beside the SMs; a single-threaded CPU
+  /// rank moves shared-memory MPI traffic with the same core that computes.
+  bool commOverlapsCompute() const { return c.device.kind != "cpu"; }
   double gemmTime(double M, double N, double K, double batch) const;
   double memoryBoundTime(double bytes) const;
   /// Collective times for `bytes` per member over a group of `size` ranks
