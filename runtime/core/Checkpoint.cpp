@@ -16,9 +16,11 @@
 #include "runtime/core/ParamLayout.h"
 #include "runtime/core/Random.h"
 #include "runtime/core/Trainer.h"
+
 #include "runtime/format/Bundle.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/FileIO.h"
 
 #include <nlohmann/json.hpp>
 
@@ -81,14 +83,17 @@ std::vector<float> readExactF32(const SafeTensorsFile &file,
 }
 
 nlohmann::json readJson(const std::string &path, const std::string &what) {
-  std::ifstream in(path);
-  if (!in)
-    fail(what, ": cannot read ", path);
+  std::vector<uint8_t> bytes;
   try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception &e) {
-    fail(path, ": malformed checkpoint state: ", e.what());
+    bytes = readRegularFile(path, "a JSON file written by --save");
+  } catch (const RuntimeError &e) {
+    fail(what, ": ", e.what());
   }
+  nlohmann::json doc =
+      nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (doc.is_discarded())
+    fail(path, ": malformed checkpoint state: not valid JSON");
+  return doc;
 }
 
 /// Moves a complete temporary checkpoint directory into place; an existing

@@ -6,6 +6,8 @@
 
 #include "runtime/format/Bundle.h"
 
+#include "runtime/support/FileIO.h"
+
 #include "runtime/support/Error.h"
 
 #include <cerrno>
@@ -19,43 +21,6 @@
 namespace strata::rt {
 
 namespace {
-
-/// The bytes of a regular file. std::ifstream would open a directory and then
-/// throw from its buffer with a message naming neither the file nor the
-/// problem; O_NONBLOCK keeps a FIFO from blocking the open.
-std::vector<uint8_t> readWholeFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    fail(path, ": cannot open: ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    fail(path, ": cannot open: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a regular file; expected an executable file");
-  }
-  std::vector<uint8_t> bytes(size_t(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      fail(path, ": cannot read: ", std::strerror(err));
-    }
-    if (n == 0)
-      break; // The file shrank while we read it.
-    done += size_t(n);
-  }
-  ::close(fd);
-  bytes.resize(done);
-  return bytes;
-}
 
 /// The directory a new file at `path` goes into, for messages: "." for a
 /// bare file name.
@@ -143,7 +108,8 @@ void writeFileAtomically(const std::string &path,
 void writeExecutable(const std::string &launcherPath,
                      const std::vector<uint8_t> &programBytes,
                      const std::string &outPath) {
-  std::vector<uint8_t> image = readWholeFile(launcherPath);
+  std::vector<uint8_t> image =
+      readRegularFile(launcherPath, "an executable file");
   if (findTrailer(image, launcherPath))
     fail(launcherPath, ": already carries a program; pass the plain "
                        "strata-launcher");
@@ -160,7 +126,8 @@ void writeExecutable(const std::string &launcherPath,
 
 std::optional<std::vector<uint8_t>>
 readEmbeddedProgram(const std::string &executablePath) {
-  std::vector<uint8_t> file = readWholeFile(executablePath);
+  std::vector<uint8_t> file =
+      readRegularFile(executablePath, "an executable file");
   std::optional<Trailer> trailer = findTrailer(file, executablePath);
   if (!trailer)
     return std::nullopt;

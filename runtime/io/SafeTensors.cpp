@@ -6,6 +6,8 @@
 
 #include "runtime/io/SafeTensors.h"
 
+#include "runtime/support/FileIO.h"
+
 #include "runtime/format/Bundle.h"
 #include "runtime/support/Error.h"
 
@@ -34,43 +36,6 @@ uint64_t elementBytes(const std::string &dtype) {
   if (dtype == "I8" || dtype == "U8" || dtype == "BOOL")
     return 1;
   return 0;
-}
-
-/// The bytes of a regular file. std::ifstream would open a directory and then
-/// throw from its buffer with a message naming neither the file nor the
-/// problem; O_NONBLOCK keeps a FIFO from blocking the open.
-std::vector<uint8_t> readRegularFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    fail(path, ": cannot open: ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    fail(path, ": cannot open: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a regular file; expected a .safetensors file");
-  }
-  std::vector<uint8_t> bytes(size_t(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      fail(path, ": cannot read: ", std::strerror(err));
-    }
-    if (n == 0)
-      break; // The file shrank while we read it.
-    done += size_t(n);
-  }
-  ::close(fd);
-  bytes.resize(done);
-  return bytes;
 }
 
 float halfToFloat(uint16_t h) {
@@ -111,7 +76,7 @@ int64_t SafeTensorInfo::numElements() const {
 SafeTensorsFile SafeTensorsFile::open(const std::string &path) {
   SafeTensorsFile file;
   file.path_ = path;
-  file.bytes_ = readRegularFile(path);
+  file.bytes_ = readRegularFile(path, "a .safetensors file");
   const auto &bytes = file.bytes_;
   if (bytes.size() < 8)
     fail(path, ": not a safetensors file (", bytes.size(),
