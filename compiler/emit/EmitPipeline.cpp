@@ -118,8 +118,8 @@ LogicalResult ProgramEmitter::lowerPipelineOp(Operation *op,
       return success();
   if (failed(lowerOp(op)))
     return failure();
-  if (auto ce = dyn_cast<CrossEntropyOp>(op))
-    emit(rtf::Opcode::Accumulate, {operand(ce.getResult()), stepLoss});
+  if (isa<CrossEntropyOp, VocabParallelCrossEntropyOp>(op))
+    emit(rtf::Opcode::Accumulate, {operand(op->getResult(0)), stepLoss});
 
   // Results used on other devices leave now, without blocking.
   for (Value r : op->getResults()) {

@@ -271,7 +271,8 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
               useGatheredValues(/*backward=*/true);
             // A loss seed is folded into cross_entropy_bwd's scale.
             if (llvm::all_of(c->getUsers(), [](Operation *u) {
-                  return isa<CrossEntropyGradOp>(u);
+                  return isa<CrossEntropyGradOp,
+                             VocabParallelCrossEntropyGradOp>(u);
                 }))
               return success();
             STRATA_OUT(o, c.getResult());
@@ -436,6 +437,56 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             emit(rtf::Opcode::CrossEntropyBwd,
                  {operand(c.getLogits()), operand(c.getTargets()), lse, o},
                  {vocab}, {seed.getValue().convertToDouble() / rows});
+            return success();
+          })
+          .Case([&](VocabParallelCrossEntropyOp c) -> LogicalResult {
+            // Megatron-LM's vocabulary-parallel loss: the row maxima, then
+            // the sums of exponentials and target logits, are all-reduced;
+            // the logits never leave the rank.
+            FailureOr<int64_t> g = groupId(c, c.getGroup());
+            if (failed(g))
+              return failure();
+            STRATA_OUT(o, c.getResult());
+            int64_t n = lastDim(c.getLogits());
+            int64_t rows = numel(c.getLogits()) / n;
+            int64_t start = c.getVocabStart(), valid = c.getValid();
+            std::string base = freshName(c);
+            int rowmax = newBuffer(base + ".max", {rows}, rtf::DType::F32);
+            int stats = newBuffer(base + ".stats", {2 * rows}, rtf::DType::F32);
+            int lse = newBuffer(base + ".lse", {rows}, rtf::DType::F32);
+            savedStats[c] = {lse, -1};
+            emit(rtf::Opcode::CeVpMax, {operand(c.getLogits()), rowmax},
+                 {n, valid});
+            emit(rtf::Opcode::AllReduce, {rowmax}, {*g, 1});
+            emit(rtf::Opcode::CeVpSumExp,
+                 {operand(c.getLogits()), operand(c.getTargets()), rowmax,
+                  stats},
+                 {n, start, valid});
+            emit(rtf::Opcode::AllReduce, {stats}, {*g, 0});
+            emit(rtf::Opcode::CeVpLoss, {rowmax, stats, o, lse}, {rows});
+            return success();
+          })
+          .Case([&](VocabParallelCrossEntropyGradOp c) -> LogicalResult {
+            auto seed = c.getLossGrad().getDefiningOp<ConstantOp>();
+            if (!seed)
+              return c.emitError("the loss gradient must be a "
+                                 "strata.constant (the autodiff seed)");
+            int lse = -1;
+            for (Operation *user : c.getLogits().getUsers())
+              if (auto fwd = dyn_cast<VocabParallelCrossEntropyOp>(user))
+                if (fwd.getTargets() == c.getTargets() && savedStats.count(fwd))
+                  lse = savedStats[fwd].first;
+            if (lse < 0)
+              return c.emitError("has no forward "
+                                 "strata.vocab_parallel_cross_entropy of the "
+                                 "same logits and targets");
+            STRATA_OUT(o, c.getResult());
+            int64_t n = lastDim(c.getLogits());
+            double rows = double(numel(c.getLogits()) / n);
+            emit(rtf::Opcode::CeVpBwd,
+                 {operand(c.getLogits()), operand(c.getTargets()), lse, o},
+                 {n, int64_t(c.getVocabStart()), int64_t(c.getValid())},
+                 {seed.getValue().convertToDouble() / rows});
             return success();
           })
           .Case([&](ReshapeOp r) -> LogicalResult {

@@ -267,3 +267,14 @@ LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                 .getResult());
   return success();
 }
+
+LogicalResult VocabParallelCrossEntropyOp::buildGradients(
+    OpBuilder &b, ArrayRef<Value> resultGrads, SmallVectorImpl<Value> &grads) {
+  // The loss is replicated, so this member's logits get the true gradient
+  // of their slice; no reduction follows.
+  grads.push_back(b.create<VocabParallelCrossEntropyGradOp>(
+      getLoc(), getLogits(), getTargets(), resultGrads[0], getGroupAttr(),
+      getVocabStartAttr(), getValidAttr()));
+  grads.push_back(nullptr);
+  return success();
+}

@@ -643,3 +643,61 @@ TakeSliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                              a.getSize(), false, results);
 }
 int64_t TakeSliceOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkVocabShard(std::optional<Location> loc, StringRef op,
+                                     RankedTensorType logits,
+                                     RankedTensorType targets, int64_t start,
+                                     int64_t valid) {
+  if (logits.getRank() < 1 ||
+      logits.getShape().drop_back() != targets.getShape())
+    return emitOptionalError(loc, "'strata.", op,
+                             "' targets must have the logits' shape without "
+                             "the class dimension");
+  if (start < 0 || valid < 0 || valid > logits.getShape().back())
+    return emitOptionalError(loc, "'strata.", op,
+                             "' needs vocab_start >= 0 "
+                             "and 0 <= valid <= ",
+                             logits.getShape().back(), ", got ", start, " and ",
+                             valid);
+  return success();
+}
+
+LogicalResult VocabParallelCrossEntropyOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  auto logits = rankedType(a.getLogits());
+  if (failed(checkVocabShard(loc, "vocab_parallel_cross_entropy", logits,
+                             rankedType(a.getTargets()), a.getVocabStart(),
+                             a.getValid())))
+    return failure();
+  results.push_back(RankedTensorType::get({}, logits.getElementType().isF64()
+                                                  ? logits.getElementType()
+                                                  : Float32Type::get(ctx)));
+  return success();
+}
+int64_t VocabParallelCrossEntropyOp::getFlops() {
+  return 5 * numElements(getLogits());
+}
+
+LogicalResult VocabParallelCrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  auto logits = rankedType(a.getLogits());
+  if (failed(checkVocabShard(loc, "vocab_parallel_cross_entropy_grad", logits,
+                             rankedType(a.getTargets()), a.getVocabStart(),
+                             a.getValid())))
+    return failure();
+  results.push_back(logits);
+  return success();
+}
+int64_t VocabParallelCrossEntropyGradOp::getFlops() {
+  return 5 * numElements(getLogits());
+}

@@ -681,6 +681,49 @@ def Strata_TakeSliceOp : Strata_ShapeOp<"take_slice"> {
   }];
 }
 
+def Strata_VocabParallelCrossEntropyOp
+    : Strata_ForwardOp<"vocab_parallel_cross_entropy"> {
+  let summary = "mean cross-entropy over logits sharded by vocabulary";
+  let description = [{
+    Each member of `group` holds the logits of its slice of the vocabulary:
+    local column `c` is class `vocab_start + c`, and only the first `valid`
+    columns are real (the rest pad a vocabulary padded to a multiple of the
+    group size). The result, identical on every member, is the mean over all
+    positions of `-log softmax(logits)[target]` over the whole vocabulary
+    (Megatron-LM's vocabulary-parallel cross-entropy: the row maximum, the
+    sum of exponentials and the target logit are all-reduced, never the
+    logits). Its gradient is this member's slice of the softmax minus the
+    one-hot target.
+
+    ```mlir
+    %loss = strata.vocab_parallel_cross_entropy %logits, %targets {group = "tp", valid = 256 : i64, vocab_start = 256 : i64} : (tensor<8x64x256xf32>, tensor<8x64xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$logits, Strata_IdTensor:$targets,
+                       StrAttr:$group, I64Attr:$vocab_start, I64Attr:$valid);
+  let results = (outs Strata_ScalarFloat:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_VocabParallelCrossEntropyGradOp
+    : Strata_ShapeOp<"vocab_parallel_cross_entropy_grad"> {
+  let summary = "gradient of vocab_parallel_cross_entropy for this member";
+  let description = [{
+    `result = loss_grad * (softmax(logits) - onehot(targets)) / positions` on
+    this member's `valid` columns (softmax over the whole, sharded
+    vocabulary), zero on padding columns.
+
+    ```mlir
+    %dl = strata.vocab_parallel_cross_entropy_grad %logits, %targets, %seed {group = "tp", valid = 256 : i64, vocab_start = 256 : i64} : (tensor<8x64x256xf32>, tensor<8x64xi32>, tensor<f32>) -> tensor<8x64x256xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$logits, Strata_IdTensor:$targets,
+                       Strata_ScalarFloat:$loss_grad, StrAttr:$group,
+                       I64Attr:$vocab_start, I64Attr:$valid);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Data-parallel gradient reduction and ZeRO (in the training step)
 //===----------------------------------------------------------------------===//

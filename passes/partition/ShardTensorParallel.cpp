@@ -536,18 +536,20 @@ void ShardTensorParallelPass::rewriteVocab(VocabParallel &vocab) {
     logits = vocab.biasAdd.getResult();
     logits.setType(withDim(logitsType, last, vLocal));
   }
-  // The loss needs every class: gather the logits (the loss is then
-  // computed identically on every rank, so the gather's gradient is this
-  // rank's slice) and drop the padding rows' logits.
+  // Megatron-LM's vocabulary-parallel cross-entropy: only per-position
+  // statistics cross ranks, never the [.., V] logits; the padding columns of
+  // the last shard are excluded.
   b.setInsertionPoint(vocab.loss);
-  Value gathered = b.create<AllGatherOp>(
-      vocab.loss.getLoc(), logits, b.getStringAttr(kGroup),
-      b.getI64IntegerAttr(-1), b.getI64IntegerAttr(tp), b.getBoolAttr(true));
-  if (vLocal * tp != v)
-    gathered = b.create<SliceOp>(
-        vocab.loss.getLoc(), gathered, b.getI64IntegerAttr(-1),
-        b.getI64IntegerAttr(0), b.getI64IntegerAttr(v));
-  vocab.loss.getLogitsMutable().set(gathered);
+  int64_t start = tpRank * vLocal;
+  int64_t valid = std::clamp<int64_t>(v - start, 0, vLocal);
+  auto sharded = b.create<VocabParallelCrossEntropyOp>(
+      vocab.loss.getLoc(), logits, vocab.loss.getTargets(),
+      b.getStringAttr(kGroup), b.getI64IntegerAttr(start),
+      b.getI64IntegerAttr(valid));
+  for (NamedAttribute attr : vocab.loss->getDiscardableAttrs())
+    sharded->setAttr(attr.getName(), attr.getValue());
+  vocab.loss.getResult().replaceAllUsesWith(sharded.getResult());
+  vocab.loss.erase();
 
   for (EmbeddingOp embedding : vocab.embeddings) {
     auto table = embedding.getTable().getDefiningOp<ParamOp>();

@@ -124,6 +124,23 @@ void runCrossEntropyBwd(const B &b, const C &) {
   crossEntropyBwd(b.f32(0), b.i32(1), b.f32(2), b.f32(3), b.elements[0] / vocab,
                   vocab, float(b.fattr(0)));
 }
+void runCeVpMax(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  ceVpMax(b.f32(0), b.f32(1), b.elements[0] / n, n, b.attr(1));
+}
+void runCeVpSumExp(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  ceVpSumExp(b.f32(0), b.i32(1), b.f32(2), b.f32(3), b.elements[0] / n, n,
+             b.attr(1), b.attr(2));
+}
+void runCeVpLoss(const B &b, const C &) {
+  *b.f32(2) = float(ceVpLoss(b.f32(0), b.f32(1), b.f32(3), b.attr(0)));
+}
+void runCeVpBwd(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  ceVpBwd(b.f32(0), b.i32(1), b.f32(2), b.f32(3), b.elements[0] / n, n,
+          b.attr(1), b.attr(2), float(b.fattr(0)));
+}
 void runGradSumSq(const B &b, const C &) {
   double total = 0.0;
   for (size_t i = 1; i < b.operands.size(); ++i)
@@ -248,6 +265,10 @@ constexpr Entry kEntries[] = {
     {Opcode::SoftmaxBwd, runSoftmaxBwd},
     {Opcode::CrossEntropyFwd, runCrossEntropyFwd},
     {Opcode::CrossEntropyBwd, runCrossEntropyBwd},
+    {Opcode::CeVpMax, runCeVpMax},
+    {Opcode::CeVpSumExp, runCeVpSumExp},
+    {Opcode::CeVpLoss, runCeVpLoss},
+    {Opcode::CeVpBwd, runCeVpBwd},
     {Opcode::GradSumSq, runGradSumSq},
     {Opcode::ClipGrads, runClipGrads},
     {Opcode::SgdStep, runSgdStep},

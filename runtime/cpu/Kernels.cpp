@@ -298,6 +298,60 @@ void crossEntropyBwd(const float *logits, const int32_t *targets,
   }
 }
 
+void ceVpMax(const float *logits, float *rowmax, int64_t rows, int64_t n,
+             int64_t valid) {
+  for (int64_t r = 0; r < rows; ++r)
+    rowmax[r] = valid > 0 ? rowMax(logits + r * n, valid)
+                          : -std::numeric_limits<float>::max();
+}
+
+void ceVpSumExp(const float *logits, const int32_t *targets,
+                const float *rowmax, float *stats, int64_t rows, int64_t n,
+                int64_t vocabStart, int64_t valid) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = logits + r * n;
+    float mx = rowmax[r];
+    float acc[kLanes] = {};
+    int64_t j = 0;
+    for (; j + kLanes <= valid; j += kLanes)
+      for (int l = 0; l < kLanes; ++l)
+        acc[l] += expApprox(xr[j + l] - mx);
+    for (; j < valid; ++j)
+      acc[0] += expApprox(xr[j] - mx);
+    stats[r] = sumLanes(acc);
+    int64_t t = int64_t(targets[r]) - vocabStart;
+    stats[rows + r] = t >= 0 && t < valid ? xr[t] : 0.0f;
+  }
+}
+
+double ceVpLoss(const float *rowmax, const float *stats, float *lse,
+                int64_t rows) {
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    lse[r] = rowmax[r] + std::log(stats[r]);
+    total += double(lse[r]) - double(stats[rows + r]);
+  }
+  return total / double(rows);
+}
+
+void ceVpBwd(const float *logits, const int32_t *targets, const float *lse,
+             float *dlogits, int64_t rows, int64_t n, int64_t vocabStart,
+             int64_t valid, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = logits + r * n;
+    float *dr = dlogits + r * n;
+    float l = lse[r];
+    STRATA_ELEMENTWISE
+    for (int64_t j = 0; j < valid; ++j)
+      dr[j] = expApprox(xr[j] - l) * scale;
+    for (int64_t j = valid; j < n; ++j)
+      dr[j] = 0.0f;
+    int64_t t = int64_t(targets[r]) - vocabStart;
+    if (t >= 0 && t < valid)
+      dr[t] -= scale;
+  }
+}
+
 void transpose(const float *x, float *out, int rank, const int64_t *dims,
                const int64_t *perm) {
   int64_t inStride[5], outDims[5], strideOf[5];

@@ -86,6 +86,32 @@ void crossEntropyBwd(const float *logits, const int32_t *targets,
                      const float *lse, float *dlogits, int64_t rows,
                      int64_t vocab, float scale);
 
+/// Vocabulary-parallel cross-entropy (Megatron-style). Each rank holds
+/// logits [rows, n] for global columns [vocabStart, vocabStart + valid);
+/// columns >= valid pad the vocabulary to a multiple of the group size and
+/// are ignored. Per rank: ceVpMax, all-reduce(max) of rowmax, ceVpSumExp,
+/// all-reduce(sum) of stats, ceVpLoss; in backward ceVpBwd.
+///
+/// rowmax[r] = max_{c < valid} logits[r, c]; -FLT_MAX when valid == 0, so
+/// the max-reduce over ranks ignores an all-padding shard.
+void ceVpMax(const float *logits, float *rowmax, int64_t rows, int64_t n,
+             int64_t valid);
+/// With the global rowmax: stats[r] = sum_{c < valid} exp(logits[r, c] -
+/// rowmax[r]) and stats[rows + r] = the target's logit when this shard holds
+/// it, else 0, so one sum-reduce over ranks combines both halves.
+void ceVpSumExp(const float *logits, const int32_t *targets,
+                const float *rowmax, float *stats, int64_t rows, int64_t n,
+                int64_t vocabStart, int64_t valid);
+/// From the reduced stats: lse[r] = rowmax[r] + log(stats[r]); returns
+/// mean_r (lse[r] - stats[rows + r]), accumulated in double.
+double ceVpLoss(const float *rowmax, const float *stats, float *lse,
+                int64_t rows);
+/// dlogits[r, c] = (exp(logits[r, c] - lse[r]) - [target[r] == vocabStart +
+/// c]) * scale for c < valid, and 0 in the padding columns.
+void ceVpBwd(const float *logits, const int32_t *targets, const float *lse,
+             float *dlogits, int64_t rows, int64_t n, int64_t vocabStart,
+             int64_t valid, float scale);
+
 /// out = x.permute(perm) made contiguous; x has dims[0..rank).
 void transpose(const float *x, float *out, int rank, const int64_t *dims,
                const int64_t *perm);

@@ -140,6 +140,41 @@ bool verifyCrossEntropyBwd(VerifyContext &ctx) {
   return verifyRows(ctx, {3}, {1, 2}, {});
 }
 
+/// Vocabulary-parallel cross-entropy over a shard [rows, n] whose first
+/// `valid` columns are real (the rest pad the vocabulary to a multiple of the
+/// tensor-parallel degree). ints[validIndex] must lie in [0, n].
+bool verifyValidColumns(VerifyContext &ctx, size_t validIndex) {
+  return ctx.expectIntRange(validIndex, 0, attr(ctx, 0));
+}
+/// ce_vp_max: logits, rowmax; ints = [n, valid].
+bool verifyCeVpMax(VerifyContext &ctx) {
+  return verifyRows(ctx, {}, {1}, {}) && verifyValidColumns(ctx, 1);
+}
+/// ce_vp_sumexp: logits, targets, rowmax, stats[2 * rows];
+/// ints = [n, vocab_start, valid].
+bool verifyCeVpSumExp(VerifyContext &ctx) {
+  if (!verifyRows(ctx, {}, {1, 2}, {}) || !ctx.expectIntRange(1, 0, kMaxDim) ||
+      !verifyValidColumns(ctx, 2))
+    return false;
+  int64_t rows = ctx.operands[1]->numElements();
+  return ctx.expectElements(3, product({2, rows}));
+}
+/// ce_vp_loss: rowmax[rows], stats[2 * rows], loss[1], lse[rows];
+/// ints = [rows].
+bool verifyCeVpLoss(VerifyContext &ctx) {
+  if (!ctx.expectIntRange(0, 1, kMaxDim))
+    return false;
+  int64_t rows = attr(ctx, 0);
+  return ctx.expectElements(0, rows) &&
+         ctx.expectElements(1, product({2, rows})) &&
+         ctx.expectElements(2, 1) && ctx.expectElements(3, rows);
+}
+/// ce_vp_bwd: logits, targets, lse, dlogits; ints = [n, vocab_start, valid].
+bool verifyCeVpBwd(VerifyContext &ctx) {
+  return verifyRows(ctx, {3}, {1, 2}, {}) &&
+         ctx.expectIntRange(1, 0, kMaxDim) && verifyValidColumns(ctx, 2);
+}
+
 bool verifyTranspose(VerifyContext &ctx) {
   const auto &ints = ctx.inst.ints;
   if (ints.empty() || ints[0] < 1 || ints[0] > 5) {
@@ -388,6 +423,10 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::SoftmaxBwd, "softmax_bwd", {{"y", In, F32}, {"dy", In, F32}, {"dx", Out, F32}}, false, {"n"}, false, {"scale"}, true, verifySoftmaxBwd});
   add({Opcode::CrossEntropyFwd, "cross_entropy_fwd", {{"logits", In, F32}, {"targets", In, I32}, {"loss", Out, F32}, {"lse", Out, F32}}, false, {"vocab"}, false, {}, false, verifyCrossEntropyFwd});
   add({Opcode::CrossEntropyBwd, "cross_entropy_bwd", {{"logits", In, F32}, {"targets", In, I32}, {"lse", In, F32}, {"dlogits", Out, F32}}, false, {"vocab"}, false, {"scale"}, true, verifyCrossEntropyBwd});
+  add({Opcode::CeVpMax, "ce_vp_max", {{"logits", In, F32}, {"rowmax", Out, F32}}, false, {"n", "valid"}, false, {}, false, verifyCeVpMax});
+  add({Opcode::CeVpSumExp, "ce_vp_sumexp", {{"logits", In, F32}, {"targets", In, I32}, {"rowmax", In, F32}, {"stats", Out, F32}}, false, {"n", "vocab_start", "valid"}, false, {}, false, verifyCeVpSumExp});
+  add({Opcode::CeVpLoss, "ce_vp_loss", {{"rowmax", In, F32}, {"stats", In, F32}, {"loss", Out, F32}, {"lse", Out, F32}}, false, {"rows"}, false, {}, false, verifyCeVpLoss});
+  add({Opcode::CeVpBwd, "ce_vp_bwd", {{"logits", In, F32}, {"targets", In, I32}, {"lse", In, F32}, {"dlogits", Out, F32}}, false, {"n", "vocab_start", "valid"}, false, {"scale"}, true, verifyCeVpBwd});
   add({Opcode::GradSumSq, "grad_sumsq", {{"out", Out, F64}, {"grads", In, F32}}, true, {}, false, {}, false, verifyScalarFirst});
   add({Opcode::ClipGrads, "clip_grads", {{"sumsq", In, F64}, {"grads", InOut, F32}}, true, {}, false, {"max_norm"}, false, verifyScalarFirst});
   add({Opcode::SgdStep, "sgd_step", {{"param", InOut, F32}, {"grad", In, F32}, {"momentum_buf", InOut, F32}}, false, {}, false, {"momentum", "weight_decay"}, false, verifyOptimizer});

@@ -34,5 +34,4 @@
 // CHECK: %[[LNF:.*]] = strata.layer_norm %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}} : (tensor<4x16x64xf32>
 // CHECK-NEXT: %[[GF:.*]] = strata.all_gather %[[LNF]] {axis = 1 : i64, group = "tp", size = 4 : i64} : (tensor<4x16x64xf32>) -> tensor<4x64x64xf32>
 // CHECK-NEXT: %[[L:.*]] = strata.matmul %[[GF]], %{{.*}} {transpose_b = true} : (tensor<4x64x64xf32>, tensor<128x64xf32>) -> tensor<4x64x128xf32>
-// CHECK-NEXT: %[[LG:.*]] = strata.all_gather %[[L]] {axis = -1 : i64, group = "tp", replicated = true, size = 4 : i64} : (tensor<4x64x128xf32>) -> tensor<4x64x512xf32>
-// CHECK-NEXT: strata.cross_entropy %[[LG]], %{{.*}} : (tensor<4x64x512xf32>, tensor<4x64xi32>) -> tensor<f32>
+// CHECK-NEXT: strata.vocab_parallel_cross_entropy %[[L]], %{{.*}} {group = "tp", valid = 128 : i64, vocab_start = 256 : i64} : (tensor<4x64x128xf32>, tensor<4x64xi32>) -> tensor<f32>

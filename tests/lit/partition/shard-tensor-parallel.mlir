@@ -105,13 +105,13 @@ func.func @forward() -> tensor<f32> {
   %m = strata.matmul %g, %mpw {strata.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
   %mb = strata.bias_add %m, %mpb {strata.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   %x2 = strata.add %x1, %mb {strata.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-  // Tied output projection on the local vocabulary rows, gathered for the
-  // loss (no padding: 10 = 2 x 5).
+  // Tied output projection on the local vocabulary rows; the loss is
+  // vocabulary-parallel (classes 0-4 on rank 0, 5-9 on rank 1; no padding).
   // CHECK: %[[LNF:.*]] = strata.layer_norm
   // CHECK-NEXT: %[[R3:.*]] = strata.replicate %[[LNF]] {group = "tp"}
   // CHECK-NEXT: %[[LOCAL:.*]] = strata.matmul %[[R3]], %[[WTE]] {transpose_b = true} : (tensor<2x4x8xf32>, tensor<5x8xf32>) -> tensor<2x4x5xf32>
-  // CHECK-NEXT: %[[ALL:.*]] = strata.all_gather %[[LOCAL]] {axis = -1 : i64, group = "tp", replicated = true, size = 2 : i64} : (tensor<2x4x5xf32>) -> tensor<2x4x10xf32>
-  // CHECK-NEXT: strata.cross_entropy %[[ALL]]
+  // RANK0-NEXT: strata.vocab_parallel_cross_entropy %[[LOCAL]], %{{.*}} {group = "tp", valid = 5 : i64, vocab_start = 0 : i64} : (tensor<2x4x5xf32>, tensor<2x4xi32>) -> tensor<f32>
+  // RANK1-NEXT: strata.vocab_parallel_cross_entropy %[[LOCAL]], %{{.*}} {group = "tp", valid = 5 : i64, vocab_start = 5 : i64} : (tensor<2x4x5xf32>, tensor<2x4xi32>) -> tensor<f32>
   %hf = strata.layer_norm %x2, %lnfw, %lnfb : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   %logits = strata.matmul %hf, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<10x8xf32>) -> tensor<2x4x10xf32>
   %loss = strata.cross_entropy %logits, %targets : (tensor<2x4x10xf32>, tensor<2x4xi32>) -> tensor<f32>
@@ -119,11 +119,11 @@ func.func @forward() -> tensor<f32> {
 }
 
 // The conjugate collectives appear in the backward pass by the gradient
-// rules: the logits gather gives this rank's slice, each replicate an
+// rules: the loss gives this rank's slice of the logits gradient, each replicate an
 // all-reduce of its input gradient, and the local shards get gradients of
 // their own shapes.
 // GRAD-LABEL: func.func @train_microbatch
-// GRAD: strata.take_slice %{{.*}} {axis = -1 : i64, group = "tp", size = 2 : i64} : (tensor<2x4x10xf32>) -> tensor<2x4x5xf32>
+// GRAD: strata.vocab_parallel_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {group = "tp", valid = 5 : i64, vocab_start = 5 : i64} : (tensor<2x4x5xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x5xf32>
 // GRAD: strata.all_reduce
 // GRAD: strata.embedding_grad %{{.*}}, %{{.*}} {row_start = 5 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<5x8xf32>
 // GRAD-DAG: strata.accumulate_grad %{{.*}} {param = "h.0.attn.c_attn.weight"} : tensor<8x3x1x4xf32>

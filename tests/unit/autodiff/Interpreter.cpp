@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -95,7 +96,8 @@ void copyAlongAxis(const Tensor &in, int64_t axis, int64_t offset, int64_t size,
 /// Collectives that need the other ranks' values; the evaluator stops at
 /// them and the group (evaluateGroup) supplies their results.
 bool isGroupCollective(Operation *op) {
-  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op);
+  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp,
+             VocabParallelCrossEntropyOp, VocabParallelCrossEntropyGradOp>(op);
 }
 
 class Evaluator {
@@ -137,7 +139,9 @@ public:
     return success();
   }
 
-  const Tensor &operandOf(Operation *op) { return get(op->getOperand(0)); }
+  const Tensor &operandOf(Operation *op, unsigned i = 0) {
+    return get(op->getOperand(i));
+  }
 
   /// Binds a collective's result computed by the group.
   LogicalResult setCollectiveResult(Operation *op, Tensor t) {
@@ -850,6 +854,99 @@ std::string combine(ArrayRef<Operation *> ops, ArrayRef<const Tensor *> in,
 
 } // namespace
 
+namespace {
+
+/// Vocabulary-parallel cross-entropy (and its gradient) over the group:
+/// ranks[r] holds logits for classes vocab_start .. vocab_start + valid.
+std::string combineVocabParallel(ArrayRef<Operation *> ops,
+                                 ArrayRef<std::vector<const Tensor *>> in,
+                                 std::vector<Tensor> &out) {
+  int64_t n = static_cast<int64_t>(ops.size());
+  bool grad = isa<VocabParallelCrossEntropyGradOp>(ops[0]);
+  auto range = [&](int64_t r) {
+    if (auto f = dyn_cast<VocabParallelCrossEntropyOp>(ops[r]))
+      return std::pair<int64_t, int64_t>(f.getVocabStart(), f.getValid());
+    auto g = cast<VocabParallelCrossEntropyGradOp>(ops[r]);
+    return std::pair<int64_t, int64_t>(g.getVocabStart(), g.getValid());
+  };
+  for (int64_t r = 0; r < n; ++r)
+    if (ops[r]->getName() != ops[0]->getName())
+      return "the ranks' collectives disagree: rank " + std::to_string(r) +
+             " reached '" + ops[r]->getName().getStringRef().str() + "'";
+  const Tensor &targets = *in[0][1];
+  int64_t rows = targets.numElements();
+  std::vector<double> mx(rows, -std::numeric_limits<double>::infinity()),
+      sum(rows, 0.0), target(rows, 0.0);
+  auto at = [&](int64_t r, int64_t row, int64_t c) {
+    const Tensor &l = *in[r][0];
+    return l.data[row * l.shape.back() + c];
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    auto [start, valid] = range(r);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < valid; ++c)
+        mx[i] = std::max(mx[i], at(r, i, c));
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    auto [start, valid] = range(r);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t c = 0; c < valid; ++c)
+        sum[i] += std::exp(at(r, i, c) - mx[i]);
+      int64_t t = static_cast<int64_t>(targets.data[i]) - start;
+      if (t >= 0 && t < valid)
+        target[i] = at(r, i, t);
+    }
+  }
+  if (!grad) {
+    double loss = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      loss += mx[i] + std::log(sum[i]) - target[i];
+    Tensor result(std::vector<int64_t>{});
+    result.data[0] = loss / double(rows);
+    out.assign(n, result);
+    return "";
+  }
+  out.clear();
+  for (int64_t r = 0; r < n; ++r) {
+    auto [start, valid] = range(r);
+    const Tensor &logits = *in[r][0];
+    double seed = in[r][2]->data[0];
+    Tensor dl(logits.shape);
+    int64_t cols = logits.shape.back();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < valid; ++c) {
+        double p = std::exp(at(r, i, c) - mx[i]) / sum[i];
+        bool hit = static_cast<int64_t>(targets.data[i]) == start + c;
+        dl.data[i * cols + c] = seed * (p - (hit ? 1.0 : 0.0)) / double(rows);
+      }
+    out.push_back(std::move(dl));
+  }
+  return "";
+}
+
+/// The results of the group's pending collectives, or an error.
+template <typename EvaluatorT>
+std::string combinePending(ArrayRef<Operation *> ops,
+                           ArrayRef<EvaluatorT *> ranks,
+                           std::vector<Tensor> &out) {
+  if (isa<VocabParallelCrossEntropyOp, VocabParallelCrossEntropyGradOp>(
+          ops[0])) {
+    std::vector<std::vector<const Tensor *>> in;
+    for (auto [r, op] : llvm::enumerate(ops)) {
+      in.emplace_back();
+      for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        in.back().push_back(&ranks[r]->operandOf(op, i));
+    }
+    return combineVocabParallel(ops, in, out);
+  }
+  std::vector<const Tensor *> in;
+  for (auto [r, op] : llvm::enumerate(ops))
+    in.push_back(&ranks[r]->operandOf(op));
+  return combine(ops, in, out);
+}
+
+} // namespace
+
 std::vector<Evaluation> evaluateGroup(ArrayRef<func::FuncOp> funcs,
                                       ArrayRef<TensorMap> inputs,
                                       ArrayRef<TensorMap> params) {
@@ -888,11 +985,13 @@ std::vector<Evaluation> evaluateGroup(ArrayRef<func::FuncOp> funcs,
       int64_t done = llvm::find(pending, nullptr) - pending.begin();
       return failAll(done, "finished while other ranks wait in a collective");
     }
-    std::vector<const Tensor *> in;
-    for (int64_t r = 0; r < n; ++r)
-      in.push_back(&ranks[r]->operandOf(pending[r]));
+    std::vector<Evaluator *> rankPtrs;
+    for (auto &rank : ranks)
+      rankPtrs.push_back(rank.get());
     std::vector<Tensor> results;
-    std::string error = combine(pending, in, results);
+    std::string error =
+        combinePending(ArrayRef<Operation *>(pending),
+                       ArrayRef<Evaluator *>(rankPtrs), results);
     if (!error.empty()) {
       (void)ranks[0]->failAt(pending[0], error);
       return failAll(0, outs[0].error);
@@ -913,8 +1012,9 @@ Evaluation evaluate(func::FuncOp func, const TensorMap &inputs,
     while (succeeded(evaluator.runUntilCollective(pending)) && pending) {
       // A group of one: every collective passes its operand through.
       std::vector<Tensor> results;
-      std::string error =
-          combine({pending}, {&evaluator.operandOf(pending)}, results);
+      Evaluator *self = &evaluator;
+      std::string error = combinePending(ArrayRef<Operation *>(pending),
+                                         ArrayRef<Evaluator *>(self), results);
       if (!error.empty()) {
         (void)evaluator.failAt(pending, error);
         break;
