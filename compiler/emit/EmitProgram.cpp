@@ -431,6 +431,7 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             if (lse < 0)
               return c.emitError("has no forward strata.cross_entropy of the "
                                  "same logits and targets");
+            reuseForResult(c, c.getLogits(), c.getResult());
             STRATA_OUT(o, c.getResult());
             int64_t vocab = lastDim(c.getLogits());
             double rows = double(numel(c.getLogits()) / vocab);
@@ -480,6 +481,7 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
               return c.emitError("has no forward "
                                  "strata.vocab_parallel_cross_entropy of the "
                                  "same logits and targets");
+            reuseForResult(c, c.getLogits(), c.getResult());
             STRATA_OUT(o, c.getResult());
             int64_t n = lastDim(c.getLogits());
             double rows = double(numel(c.getLogits()) / n);

@@ -169,6 +169,26 @@ private:
     return valueBuffer[v] = b;
   }
   int operand(Value v) { return valueBuffer.lookup(v); }
+  /// Lets `result` of `op` overwrite `input`'s buffer when `op` is the last
+  /// reader of `input` (the logits gradient over the logits: the largest
+  /// activation of a language model). Kernels that allow it read each
+  /// element before writing it.
+  void reuseForResult(Operation *op, Value input, Value result) {
+    if (valueBuffer.count(result) || directBind.count(result) ||
+        input.getType() != result.getType() || !valueBuffer.count(input))
+      return;
+    // Only a buffer of its own (not a view of, or viewed by, another value)
+    // whose every other reader comes earlier.
+    int buf = valueBuffer.lookup(input);
+    if (buffers[buf].root >= 0 || buffers[buf].persistent)
+      return;
+    for (Operation *user : input.getUsers())
+      if (user != op &&
+          (isa<ReshapeOp, SplitOp, ReplicateOp>(user) ||
+           user->getBlock() != op->getBlock() || op->isBeforeInBlock(user)))
+        return;
+    valueBuffer[result] = buf;
+  }
   bool accumulates(Value v) { return directBind.count(v) != 0; }
 
   void emit(rtf::Opcode opcode, std::vector<int> operands,
