@@ -174,6 +174,9 @@ int runCompile(const CompileOptions &opts) {
   request.topK = 1;
   planner::PlanResult planned = planner::planFromFiles(request);
   if (!planned.ok) {
+    // Located spec errors already say "error:"; planner errors name the pin.
+    if (planned.error.find("error:") == std::string::npos)
+      llvm::errs() << "error: ";
     llvm::errs() << planned.error << "\n";
     return 1;
   }
