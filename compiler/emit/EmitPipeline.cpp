@@ -113,9 +113,8 @@ LogicalResult ProgramEmitter::lowerPipelineOp(Operation *op,
     return success();
   // Data-parallel reductions start once, in the last micro-batch (ZeRO-2
   // reduce-scatters the gradients of every micro-batch).
-  if (auto bucketOp = dyn_cast<GradientBucketOp>(op))
-    if (microbatch != m - 1 && parallel.zero < 2)
-      return success();
+  if (isa<GradientBucketOp>(op) && microbatch != m - 1 && parallel.zero < 2)
+    return success();
   if (failed(lowerOp(op)))
     return failure();
   if (isa<CrossEntropyOp, VocabParallelCrossEntropyOp>(op))
@@ -184,7 +183,6 @@ LogicalResult ProgramEmitter::lowerPipeline(func::FuncOp step) {
     int64_t stage = task.chunk * parallel.pp + parallel.ppIndex;
     std::swap(valueBuffer, instanceBuffers[task.microbatch]);
     std::swap(savedStats, instanceStats[task.microbatch]);
-    currentMicrobatch = task.microbatch;
     LogicalResult r = success();
     lazyZeroDone.clear();
     useGatheredValues(/*backward=*/!task.forward);
@@ -197,7 +195,6 @@ LogicalResult ProgramEmitter::lowerPipeline(func::FuncOp step) {
     if (failed(r))
       return failure();
   }
-  currentMicrobatch = -1;
   // Every send completes within the step.
   for (auto [slot, buf] : llvm::enumerate(slotBuffer))
     if (buf >= 0) {

@@ -333,25 +333,16 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
                  {s.getFactor().convertToDouble()});
             return success();
           })
-          .Case([&](GeluOp g) -> LogicalResult {
+          .Case<GeluOp, ReluOp>([&](auto g) -> LogicalResult {
             STRATA_OUT(o, g.getResult());
-            emit(rtf::Opcode::GeluFwd, {operand(g.getInput()), o});
+            emit(isa<GeluOp>(g) ? rtf::Opcode::GeluFwd : rtf::Opcode::ReluFwd,
+                 {operand(g.getInput()), o});
             return success();
           })
-          .Case([&](GeluGradOp g) -> LogicalResult {
+          .Case<GeluGradOp, ReluGradOp>([&](auto g) -> LogicalResult {
             STRATA_OUT(o, g.getResult());
-            emit(rtf::Opcode::GeluBwd,
-                 {operand(g.getInput()), operand(g.getGrad()), o});
-            return success();
-          })
-          .Case([&](ReluOp g) -> LogicalResult {
-            STRATA_OUT(o, g.getResult());
-            emit(rtf::Opcode::ReluFwd, {operand(g.getInput()), o});
-            return success();
-          })
-          .Case([&](ReluGradOp g) -> LogicalResult {
-            STRATA_OUT(o, g.getResult());
-            emit(rtf::Opcode::ReluBwd,
+            emit(isa<GeluGradOp>(g) ? rtf::Opcode::GeluBwd
+                                    : rtf::Opcode::ReluBwd,
                  {operand(g.getInput()), operand(g.getGrad()), o});
             return success();
           })

@@ -194,13 +194,11 @@ LogicalResult ProgramEmitter::lowerOptimizer(func::FuncOp opt) {
               adamBeta1 = u.getBeta1().convertToDouble();
               adamBeta2 = u.getBeta2().convertToDouble();
               adamEps = u.getEps().convertToDouble();
-              sawUpdate = true;
               return mark(u.getParam(), u.getWeightDecay().convertToDouble());
             })
             .Case([&](SgdUpdateOp u) {
               optimizerKind = rtf::OptimizerKind::Sgd;
               sgdMomentum = u.getMomentum().convertToDouble();
-              sawUpdate = true;
               return mark(u.getParam(), u.getWeightDecay().convertToDouble());
             })
             .Default([&](Operation *o) {

@@ -300,8 +300,6 @@ private:
   llvm::DenseMap<Operation *, std::pair<int, int>> savedStats;
   int tokens = -1, targets = -1, positions = -1, loss = -1;
   // --- pipeline state ---
-  /// Micro-batch whose ops are being lowered (-1 outside pipeline mode).
-  int64_t currentMicrobatch = -1;
   /// Values that cross stages, numbered identically on every rank (tags).
   llvm::DenseMap<Value, int64_t> crossingId;
   /// Step loss (mean over micro-batches) on the last stage.
@@ -315,7 +313,6 @@ private:
   double adamBeta1 = 0.9, adamBeta2 = 0.999, adamEps = 1e-8;
   double sgdMomentum = 0.0;
   int64_t globalBatch = 1;
-  bool sawUpdate = false;
   double clip = 0.0;
 };
 

@@ -80,39 +80,35 @@ GroupSpan spanOf(const ClusterSpec &c, int64_t stride, int64_t size) {
 
 static constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
 
-static ClusterSpec dgxA100(int64_t nodes) {
+/// A DGX node: 8 GPUs on NVLink/NVSwitch (`nvlink` bytes/s per GPU, each
+/// direction), 8 InfiniBand adapters per node (`ib` bytes/s each).
+static ClusterSpec dgx(const std::string &preset, int64_t nodes,
+                       const char *gpu, double bf16, double fp32, double hbm,
+                       int units, double nvlink, double ib) {
   ClusterSpec c;
-  c.name = "dgx-a100:" + std::to_string(nodes);
+  c.name = preset + ":" + std::to_string(nodes);
   DeviceSpec &d = c.device;
-  d.name = "A100-SXM4-80GB";
+  d.name = gpu;
   d.kind = "gpu";
-  d.peakFlops = {
-      {"bfloat16", 312e12}, {"float16", 312e12}, {"float32", 19.5e12}};
+  d.peakFlops = {{"bfloat16", bf16}, {"float16", bf16}, {"float32", fp32}};
   d.memoryBytes = 80 * GiB;
   d.reservedBytes = 1 * GiB;
-  d.memoryBandwidth = 2039e9;
-  d.computeUnits = 108;
+  d.memoryBandwidth = hbm;
+  d.computeUnits = units;
   d.gemmEfficiency = 0.72;
-  c.levels.push_back({"nvlink", 8, 300e9, 3e-6, 0.8, 1.0});
-  c.levels.push_back({"infiniband", nodes, 25e9, 5e-6, 0.9, 1.0});
+  c.levels.push_back({"nvlink", 8, nvlink, 3e-6, 0.8, 1.0});
+  c.levels.push_back({"infiniband", nodes, ib, 5e-6, 0.9, 1.0});
   return c;
 }
 
+static ClusterSpec dgxA100(int64_t nodes) {
+  return dgx("dgx-a100", nodes, "A100-SXM4-80GB", 312e12, 19.5e12, 2039e9, 108,
+             300e9, 25e9);
+}
+
 static ClusterSpec dgxH100(int64_t nodes) {
-  ClusterSpec c;
-  c.name = "dgx-h100:" + std::to_string(nodes);
-  DeviceSpec &d = c.device;
-  d.name = "H100-SXM5-80GB";
-  d.kind = "gpu";
-  d.peakFlops = {{"bfloat16", 989e12}, {"float16", 989e12}, {"float32", 67e12}};
-  d.memoryBytes = 80 * GiB;
-  d.reservedBytes = 1 * GiB;
-  d.memoryBandwidth = 3350e9;
-  d.computeUnits = 132;
-  d.gemmEfficiency = 0.72;
-  c.levels.push_back({"nvlink", 8, 450e9, 3e-6, 0.8, 1.0});
-  c.levels.push_back({"infiniband", nodes, 50e9, 5e-6, 0.9, 1.0});
-  return c;
+  return dgx("dgx-h100", nodes, "H100-SXM5-80GB", 989e12, 67e12, 3350e9, 132,
+             450e9, 50e9);
 }
 
 static ClusterSpec localRanks(int64_t ranks) {

@@ -82,6 +82,20 @@ std::vector<float> readExactF32(const SafeTensorsFile &file,
   return file.readF32(info);
 }
 
+/// What every checkpoint records about the run, one rank or many.
+nlohmann::json runState(const Program &program, int64_t step, uint64_t seed) {
+  return {
+      {"format", kCheckpointFormat},
+      {"version", kCheckpointVersion},
+      {"family", program.meta.family},
+      {"optimizer", optimizerName(program.train.optimizer)},
+      {"step", step},
+      {"seed", seed},
+      {"data_position", step * program.meta.globalBatch},
+      {"rng", {{"kind", "counter-splitmix64"}, {"seed", seed}}},
+  };
+}
+
 nlohmann::json readJson(const std::string &path, const std::string &what) {
   std::vector<uint8_t> bytes;
   try {
@@ -334,16 +348,7 @@ void Trainer::saveSingleRank(const std::string &dir) const {
                            states.back().size() * 4});
     }
   }
-  nlohmann::json state = {
-      {"format", kCheckpointFormat},
-      {"version", kCheckpointVersion},
-      {"family", program_.meta.family},
-      {"optimizer", optimizerName(program_.train.optimizer)},
-      {"step", step_},
-      {"seed", seed_},
-      {"data_position", step_ * program_.meta.globalBatch},
-      {"rng", {{"kind", "counter-splitmix64"}, {"seed", seed_}}},
-  };
+  nlohmann::json state = runState(program_, step_, seed_);
 
   std::error_code ec;
   fs::path tmp = target.string() + ".tmp-" + std::to_string(::getpid());
@@ -551,22 +556,13 @@ void Trainer::saveMultiRank(const std::string &dir) const {
                      {"offset", l.stateOffset},
                      {"count", l.stateCount}});
           }
-        nlohmann::json index = {
-            {"format", kCheckpointFormat},
-            {"version", kCheckpointVersion},
-            {"layout", "per-rank"},
-            {"world_size", W},
-            {"plan", program_.meta.planDescription},
-            {"layout_fingerprint", layoutFingerprint()},
-            {"family", program_.meta.family},
-            {"optimizer", optimizerName(program_.train.optimizer)},
-            {"step", step_},
-            {"seed", seed_},
-            {"data_position", step_ * program_.meta.globalBatch},
-            {"rng", {{"kind", "counter-splitmix64"}, {"seed", seed_}}},
-            {"tensors", tensors},
-            {"optimizer_state", states},
-        };
+        nlohmann::json index = runState(program_, step_, seed_);
+        index["layout"] = "per-rank";
+        index["world_size"] = W;
+        index["plan"] = program_.meta.planDescription;
+        index["layout_fingerprint"] = layoutFingerprint();
+        index["tensors"] = tensors;
+        index["optimizer_state"] = states;
         std::string text = index.dump(1) + "\n";
         writeFileAtomically((tmp / "index.json").string(),
                             std::vector<uint8_t>(text.begin(), text.end()),

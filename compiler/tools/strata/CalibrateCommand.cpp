@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/tools/strata/Commands.h"
+#include "compiler/tools/strata/ToolSupport.h"
 
 #include "compiler/planner/Cluster.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -42,19 +43,6 @@ struct CalibrateOptions {
   std::string keepJson;
   int timeoutS = 900;
 };
-
-/// The probe is installed beside `strata`; STRATA_CALIBRATE_PROBE overrides.
-std::string findProbe(const std::string &flag) {
-  if (!flag.empty())
-    return flag;
-  if (const char *env = std::getenv("STRATA_CALIBRATE_PROBE"))
-    return env;
-  std::string self = llvm::sys::fs::getMainExecutable(
-      nullptr, reinterpret_cast<void *>(&findProbe));
-  llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
-  llvm::sys::path::append(path, "strata-calibrate-probe");
-  return std::string(path);
-}
 
 /// One collective's fit, as the probe reports it.
 struct CollectiveFit {
@@ -277,7 +265,8 @@ int runCalibrate(const CalibrateOptions &opts) {
                 "' not found on PATH: calibration launches its probe with "
                 "MPI. Install OpenMPI (Debian: apt-get install openmpi-bin) "
                 "or pass --mpirun PATH");
-  std::string probe = findProbe(opts.probe);
+  std::string probe = findBesideStrata(opts.probe, "STRATA_CALIBRATE_PROBE",
+                                       "strata-calibrate-probe");
   // A bare name is looked up on PATH, as mpirun would.
   if (probe.find('/') == std::string::npos)
     if (llvm::ErrorOr<std::string> onPath = llvm::sys::findProgramByName(probe))

@@ -93,19 +93,6 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
   return pm.run(module);
 }
 
-/// The launcher is installed beside `strata`; STRATA_LAUNCHER overrides.
-std::string findLauncher(const std::string &flag) {
-  if (!flag.empty())
-    return flag;
-  if (const char *env = std::getenv("STRATA_LAUNCHER"))
-    return env;
-  std::string self = llvm::sys::fs::getMainExecutable(
-      nullptr, reinterpret_cast<void *>(&findLauncher));
-  llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
-  llvm::sys::path::append(path, "strata-launcher");
-  return std::string(path);
-}
-
 /// The number of CPU ranks to compile for: `local:N`, or the devices of a
 /// cluster YAML file (e.g. one written by `strata calibrate`, so the planner
 /// uses this machine's measured numbers). On error, says why in `error`.
@@ -144,7 +131,8 @@ int runCompile(const CompileOptions &opts) {
                       "e.g. --cluster local:2\n";
     return 1;
   }
-  std::string launcher = findLauncher(opts.launcher);
+  std::string launcher =
+      findBesideStrata(opts.launcher, "STRATA_LAUNCHER", "strata-launcher");
   if (!llvm::sys::fs::can_execute(launcher)) {
     llvm::errs() << "error: the runtime launcher '" << launcher
                  << "' is missing or not executable; build the "
@@ -181,12 +169,7 @@ int runCompile(const CompileOptions &opts) {
     return 1;
   }
   planner::Plan plan = planned.plans[0].plan;
-  auto unsupported = [&](const char *what, const char *pin) {
-    llvm::errs() << "error: the plan uses " << what
-                 << ", which this compiler cannot emit yet; pin " << pin
-                 << " (plan: " << plan.summary() << ")\n";
-    return 1;
-  };
+
   llvm::outs() << "plan: " << plan.summary() << "\n";
 
   frontend::LoadOptions load;

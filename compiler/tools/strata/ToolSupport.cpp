@@ -5,6 +5,8 @@
 #include "frontends/import/ImportModel.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -31,6 +33,19 @@ strata::loadSpec(const std::string &path, std::string &error,
     for (const frontend::Diagnostic &d : diags)
       error += (error.empty() ? "" : "\n") + d.str();
   return spec;
+}
+
+std::string strata::findBesideStrata(const std::string &flag,
+                                     const char *envVar, const char *fileName) {
+  if (!flag.empty())
+    return flag;
+  if (const char *env = std::getenv(envVar))
+    return env;
+  std::string self = llvm::sys::fs::getMainExecutable(
+      nullptr, reinterpret_cast<void *>(&findBesideStrata));
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(path, fileName);
+  return std::string(path);
 }
 
 bool strata::writeModule(mlir::ModuleOp module, const std::string &path,

@@ -35,6 +35,12 @@ std::optional<frontend::ModelSpec>
 loadSpec(const std::string &path, std::string &error,
          const frontend::LoadOptions &options = {});
 
+/// A companion program installed beside `strata` (the launcher, the
+/// calibration probe): `flag` if given, else `$envVar`, else `fileName` in
+/// strata's own directory.
+std::string findBesideStrata(const std::string &flag, const char *envVar,
+                             const char *fileName);
+
 /// Prints `module` to `path` ("-" for stdout); on failure sets `error`.
 bool writeModule(mlir::ModuleOp module, const std::string &path,
                  std::string &error);
