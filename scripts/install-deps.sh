@@ -14,7 +14,8 @@ PACKAGES=(
   # tests
   libgtest-dev libgmock-dev python3
   # runtime: CPU kernels and MPI
-  libdnnl-dev libopenmpi-dev openmpi-bin
+  # libdnnl-dev's CMake package config requires OpenCL (only a Recommends)
+  libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
   # the independent reference implementation used by end-to-end tests and benchmarks
   python3-torch python3-numpy
 )
