@@ -93,7 +93,7 @@ def run_rank(rank, args):
     if args.log:
         with open(args.log, "w") as f:
             for i, loss in enumerate(losses.tolist()):
-                f.write(json.dumps({"step": i, "loss": loss}) + "\n")
+                f.write(json.dumps({"step": i + 1, "loss": loss}) + "\n")
     tokens = t.global_batch * m.seq_len * args.steps
     fpt = pc.flops_per_token(m)
     print(json.dumps({

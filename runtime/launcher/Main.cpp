@@ -24,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <unistd.h>
 
 using namespace strata::rt;
@@ -58,6 +59,46 @@ std::string formatDuration(double seconds) {
   else
     std::snprintf(buf, sizeof buf, "%lds", s);
   return buf;
+}
+
+/// 136960 -> "136,960 (137K)"; 124439808 -> "124,439,808 (124.4M)".
+std::string formatCount(int64_t n) {
+  std::string digits = std::to_string(n), grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      grouped += ',';
+    grouped += digits[i];
+  }
+  if (n < 1000)
+    return grouped;
+  char buf[32];
+  const char *unit = n >= 1000000000 ? "B" : n >= 1000000 ? "M" : "K";
+  double scaled = n >= 1000000000 ? n / 1e9 : n >= 1000000 ? n / 1e6 : n / 1e3;
+  std::snprintf(buf, sizeof buf, scaled < 100 ? "%.1f%s" : "%.0f%s", scaled,
+                unit);
+  return grouped + " (" + buf + ")";
+}
+
+/// The model's parameter count: every checkpoint tensor once, whole, however
+/// the plan splits it over ranks.
+int64_t modelParameterCount(const Program &p) {
+  std::map<std::string, int64_t> sizes;
+  for (const RankProgram &r : p.ranks)
+    for (const ParamDesc &pd : r.params) {
+      const std::vector<int64_t> &shape =
+          !pd.checkpointShape.empty() ? pd.checkpointShape
+          : !pd.globalShape.empty()   ? pd.globalShape
+          : !pd.boxShape.empty()      ? pd.boxShape
+                                      : r.buffers[pd.value].shape;
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      sizes[pd.name] = n;
+    }
+  int64_t total = 0;
+  for (const auto &[name, n] : sizes)
+    total += n;
+  return total;
 }
 
 void printInfo(const Program &p, const std::string &source) {
@@ -202,7 +243,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
       source = opt.program;
       program = loadProgramFile(opt.program);
     } else {
-      source = "/proc/self/exe";
+      source = ownExecutablePath();
       std::optional<std::vector<uint8_t>> bytes =
           readEmbeddedProgram("/proc/self/exe");
       // A truncated binary has lost its trailer, so it looks bare.
@@ -305,20 +346,23 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   int64_t printEvery =
       opt.printEvery > 0 ? opt.printEvery : (toRun <= 100 ? 1 : 10);
   if (rank == 0)
-    std::fprintf(stderr,
-                 "strata: %s, %lld params tensors, %d rank%s, data: %s, "
-                 "steps %lld..%lld\n",
+    std::fprintf(stderr, "strata: %s model, %s parameters, %d rank%s, data: %s, %s\n",
                  meta.family.c_str(),
-                 (long long)trainer.rankProgram().params.size(), world,
-                 world == 1 ? "" : "s", data->description().c_str(),
-                 (long long)first, (long long)totalSteps - 1);
+                 formatCount(modelParameterCount(trainer.program())).c_str(),
+                 world, world == 1 ? "" : "s", data->description().c_str(),
+                 first == 0
+                     ? ("steps 1.." + std::to_string(totalSteps)).c_str()
+                     : ("steps " + std::to_string(first + 1) + ".." +
+                        std::to_string(totalSteps) + " (resumed after step " +
+                        std::to_string(first) + ")")
+                           .c_str());
   double elapsed = 0.0;
   for (int64_t i = 0; i < toRun; ++i) {
     if (testFailure.rank == rank && testFailure.step == trainer.step()) {
       std::fprintf(stderr,
                    "strata: rank %d: STRATA_TEST_FAIL: exiting with status 3 "
                    "at the start of step %lld\n",
-                   rank, (long long)trainer.step());
+                   rank, (long long)trainer.step() + 1);
       std::fflush(stderr);
       ::_exit(3);
     }
@@ -326,7 +370,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
     // The loss is the same on every rank, so all of them stop here.
     if (!std::isfinite(s.loss))
       throw CollectiveError(
-          "step " + std::to_string(s.step) + ": the loss is " +
+          "step " + std::to_string(s.step + 1) + ": the loss is " +
           std::to_string(s.loss) +
           "; training diverged (lower the learning rate or enable gradient "
           "clipping)");

@@ -51,7 +51,8 @@ inline void checkLogPath(const std::string &path) {
          "': ", std::strerror(errno));
 }
 
-/// One JSON object per step, written to a temporary sibling and renamed
+/// One JSON object per step ("step": 1 for the first step, like the
+/// progress lines and the checkpoint's step count), written to a temporary sibling and renamed
 /// into place when the run ends, so a failed run leaves an old log intact.
 class StepLog {
 public:
@@ -94,7 +95,7 @@ public:
     std::fprintf(file_,
                  "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
                  "\"grad_norm\": ",
-                 (long long)s.step, s.loss, s.lr);
+                 (long long)s.step + 1, s.loss, s.lr);
     if (s.gradNorm)
       std::fprintf(file_, "%.9g", *s.gradNorm);
     else

@@ -193,7 +193,7 @@ def equivalence(base, label, pins):
     log = S.path(f"{name}.jsonl")
     mpirun(ranks_of(pins), binary, [*base.data, "--steps", STEPS, "--log", log])
     steps = [r["step"] for r in read_log(log)]
-    S.check(steps == list(range(STEPS)), f"{name}: rank 0 logged steps 0..{STEPS - 1}",
+    S.check(steps == list(range(1, STEPS + 1)), f"{name}: rank 0 logged steps 1..{STEPS}",
             f"got {steps}")
     compare(f"{name}: loss and grad_norm match the one-rank run (rtol {RTOL:g})",
             log, base.one_log)

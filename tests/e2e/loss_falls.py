@@ -30,18 +30,18 @@ def falls(example, vocab, seq_len, global_batch, min_drop):
     S.run([binary, "--steps", STEPS, "--log", log])
     recs = read_log(log)
 
-    S.check([r["step"] for r in recs] == list(range(STEPS)),
-            f"{name}: log holds steps 0..{STEPS - 1} in order")
+    S.check([r["step"] for r in recs] == list(range(1, STEPS + 1)),
+            f"{name}: log holds steps 1..{STEPS} in order")
     bad = [r["step"] for r in recs
            if not all(isinstance(r.get(k), (int, float)) and math.isfinite(r[k])
                       for k in ("loss", "lr", "grad_norm", "step_time_s", "tokens_per_s"))]
     S.check(not bad, f"{name}: loss, lr, grad_norm, step_time_s, tokens_per_s are "
             "finite numbers in every record", f"bad steps: {bad[:10]}")
     S.check(all(r.get("tokens") == global_batch * seq_len
-                and r.get("samples_seen") == (r["step"] + 1) * global_batch
+                and r.get("samples_seen") == r["step"] * global_batch
                 for r in recs),
             f"{name}: tokens = B*S = {global_batch * seq_len} and "
-            "samples_seen = (step+1)*B in every record",
+            "samples_seen = step*B in every record",
             f"first record: {recs[0] if recs else None}")
 
     losses = [r["loss"] for r in recs]

@@ -49,8 +49,8 @@ def resume(name, spec, stops, data_args, global_batch):
     full_log, full_ckpt = S.path(f"{name}.full.jsonl"), S.path(f"{name}.full.ckpt")
     S.run([binary, *data_args, "--steps", N, "--log", full_log, "--save", full_ckpt])
     full = read_log(full_log, raw=True)
-    S.check([r["step"] for r in full] == list(range(N)),
-            f"{name}: the uninterrupted run logged steps 0..{N - 1}")
+    S.check([r["step"] for r in full] == list(range(1, N + 1)),
+            f"{name}: the uninterrupted run logged steps 1..{N}")
 
     # Leg k trains from stops[k-1] (0 for the first) to stops[k], resuming from
     # the previous leg's checkpoint; the last stop is N.
@@ -62,8 +62,8 @@ def resume(name, spec, stops, data_args, global_batch):
                "--save", ckpt])
         leg = read_log(log, raw=True)
         steps = [r["step"] for r in leg]
-        S.check(steps == list(range(begin, end)),
-                f"{name}: leg {k} logged steps {begin}..{end - 1}", f"got {steps}")
+        S.check(steps == list(range(begin + 1, end + 1)),
+                f"{name}: leg {k} logged steps {begin + 1}..{end}", f"got {steps}")
         for field in FIELDS:
             want = [r[field] for r in full[begin:end]]
             got = [r[field] for r in leg]
@@ -94,13 +94,13 @@ def crash(name):
     full_log, full_ckpt = S.path(f"{name}.full.jsonl"), S.path(f"{name}.full.ckpt")
     full = read_log(full_log, raw=True)
     log, ckpt = S.path(f"{name}.crash.jsonl"), S.path(f"{name}.crash.ckpt")
-    old_log = b'{"step": 0, "loss": 1.5}\n'
+    old_log = b'{"step": 1, "loss": 1.5}\n'
     with open(log, "wb") as f:
         f.write(old_log)
     proc = S.run([binary, "--steps", N, "--log", log, "--save", ckpt, "--save-every", 4],
                  expect_ok=False, env={"STRATA_TEST_FAIL": "0:6"})
     S.check(proc.returncode == 3 and "STRATA_TEST_FAIL" in proc.stderr,
-            f"{name}: the run dies at step 6 (exit 3)",
+            f"{name}: the run dies at the start of step 7 (exit 3)",
             f"exit {proc.returncode}; stderr:\n{proc.stderr}")
     with open(log, "rb") as f:
         S.check(f.read() == old_log, f"{name}: the existing --log keeps its bytes")

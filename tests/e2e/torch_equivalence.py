@@ -119,8 +119,8 @@ def equivalence(name, spec_text, init_seed, token_args, data_dtype, expect):
                      "--log", ref_log, "--save", ref_weights)
 
     st = read_log(strata_log)
-    S.check([r["step"] for r in st] == list(range(STEPS)),
-            f"{name}: Strata logged steps 0..{STEPS - 1}",
+    S.check([r["step"] for r in st] == list(range(1, STEPS + 1)),
+            f"{name}: Strata logged steps 1..{STEPS}",
             f"got steps {[r['step'] for r in st]}")
 
     matched = compare_logs(f"{name}: loss and grad_norm match torch at every step "

@@ -376,7 +376,7 @@ class Cli(unittest.TestCase):
                 logs.append(log)
             with open(logs[0]) as f:
                 recs = [json.loads(line) for line in f]
-            self.assertEqual([r["step"] for r in recs], [0, 1, 2, 3])
+            self.assertEqual([r["step"] for r in recs], [1, 2, 3, 4])
             self.assertEqual(set(recs[0]), {"step", "loss", "lr", "grad_norm"})
             cmp = os.path.join(HERE, "compare_losses.py")
             r = self.run_py(cmp, *logs, "--fields", "loss,grad_norm")
@@ -385,7 +385,7 @@ class Cli(unittest.TestCase):
             worse = os.path.join(d, "worse.jsonl")
             with open(worse, "w") as f:
                 for rec in recs:
-                    rec["loss"] *= 1 + (3e-4 if rec["step"] == 2 else 0)
+                    rec["loss"] *= 1 + (3e-4 if rec["step"] == 3 else 0)
                     f.write(json.dumps(rec) + "\n")
             r = self.run_py(cmp, logs[0], worse)
             self.assertEqual(r.returncode, 1)

@@ -20,7 +20,7 @@ Semantics (the contract Strata must meet):
   * grad clip: clip_grad_norm_ after accumulation when grad_clip > 0; grad_norm
     logged is the pre-clip global L2 norm (logged even when clipping is off).
   * log: one JSON object per step {"step", "loss", "lr", "grad_norm"}, steps
-    numbered from 0.
+    numbered from 1 (as Strata logs them).
 """
 
 import argparse
@@ -133,7 +133,7 @@ def train(model, batches, t, steps, on_step=None):
         inputs, targets = batches.batch(step)
         loss = accumulate_grads(model, inputs, targets, t.micro_batch)
         lr, norm = finish_step(model, opt, sched, t)
-        rec = {"step": step, "loss": loss, "lr": lr, "grad_norm": norm}
+        rec = {"step": step + 1, "loss": loss, "lr": lr, "grad_norm": norm}
         records.append(rec)
         if on_step:
             on_step(rec)

@@ -180,7 +180,7 @@ TEST_F(PathErrorsTest, StepLogFinishPutsTheLogInPlace) {
   std::ifstream in(dir / "log.jsonl");
   std::string first;
   std::getline(in, first);
-  EXPECT_EQ(first.rfind("{\"step\": 0, \"loss\": 1.5,", 0), 0u) << first;
+  EXPECT_EQ(first.rfind("{\"step\": 1, \"loss\": 1.5,", 0), 0u) << first;
 }
 
 TEST_F(PathErrorsTest, StepLogThatCannotBePutInPlaceFailsAndCleansUp) {
