@@ -143,4 +143,24 @@ def StrataRecompute : Pass<"strata-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::StrataDialect"];
 }
 
+def StrataDecodeStep : Pass<"strata-decode-step", "mlir::ModuleOp"> {
+  let summary = "Turns @forward into one generation step with a key/value cache";
+  let description = [{
+    For generation: takes a @forward built for one new position per
+    sequence (inputs `[B, 1]`, the frontend's decode mode) and produces
+    `func.func @decode_step` returning the next-token logits `[B, 1, V]`
+    (the operand of the loss, which is removed with the `targets` input).
+    Every causal attention core -- `matmul(q, k, transpose_b)`, causal
+    `softmax`, `matmul(probs, v)` -- becomes one `strata.cached_attention`
+    of `max-len` positions (default: the model's seq_len), so each new
+    token costs one position of every other op. The rest of the graph is
+    the training forward's, op for op. Any other softmax is an error.
+  }];
+  let options = [
+    Option<"maxLen", "max-len", "int64_t", "0",
+           "Key/value cache length (0: strata.model's seq_len)">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
 #endif // STRATA_PASSES_TD

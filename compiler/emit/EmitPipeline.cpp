@@ -185,6 +185,7 @@ LogicalResult ProgramEmitter::lowerPipeline(func::FuncOp step) {
     std::swap(savedStats, instanceStats[task.microbatch]);
     LogicalResult r = success();
     lazyZeroDone.clear();
+    emittingBackward = !task.forward;
     useGatheredValues(/*backward=*/!task.forward);
     for (Operation *op : task.forward ? forwardOps[stage] : backwardOps[stage])
       if (failed(r = lowerPipelineOp(op, task.microbatch)))
@@ -195,6 +196,7 @@ LogicalResult ProgramEmitter::lowerPipeline(func::FuncOp step) {
     if (failed(r))
       return failure();
   }
+  emittingBackward = false;
   // Every send completes within the step.
   for (auto [slot, buf] : llvm::enumerate(slotBuffer))
     if (buf >= 0) {

@@ -18,6 +18,7 @@
 
 #include "compiler/emit/MemoryPlan.h"
 #include "compiler/emit/ProgramEmitter.h"
+#include "runtime/format/OpSchema.h"
 #include "runtime/support/Error.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -267,8 +268,10 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
           })
           .Case([&](ConstantOp c) -> LogicalResult {
             // Backward begins: ZeRO-3 parameters are gathered afresh.
-            if (c->hasAttr("strata.backward_begin") && !pipelined())
+            if (c->hasAttr("strata.backward_begin") && !pipelined()) {
+              emittingBackward = true;
               useGatheredValues(/*backward=*/true);
+            }
             // A loss seed is folded into cross_entropy_bwd's scale.
             if (llvm::all_of(c->getUsers(), [](Operation *u) {
                   return isa<CrossEntropyGradOp,
@@ -549,10 +552,35 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             }
             return success();
           })
+          .Case([&](CachedAttentionOp a) -> LogicalResult {
+            // Each op keeps its own key and value cache across runs.
+            auto q = cast<RankedTensorType>(a.getQuery().getType());
+            auto k = cast<RankedTensorType>(a.getKey().getType());
+            int64_t batch = q.getDimSize(0), heads = q.getDimSize(1),
+                    kvHeads = k.getDimSize(1), dim = q.getDimSize(3),
+                    len = a.getMaxLen();
+            std::string base = freshName(a);
+            int keys = newBuffer(base + ".key_cache",
+                                 {batch, kvHeads, len, dim}, rtf::DType::F32,
+                                 /*persistent=*/true);
+            int values = newBuffer(base + ".value_cache",
+                                   {batch, kvHeads, len, dim}, rtf::DType::F32,
+                                   /*persistent=*/true);
+            STRATA_OUT(o, a.getResult());
+            emit(rtf::Opcode::KvAttention,
+                 {operand(a.getQuery()), operand(a.getKey()),
+                  operand(a.getValue()), keys, values, o},
+                 {batch, heads, kvHeads, len, dim},
+                 {a.getScale().convertToDouble()});
+            return success();
+          })
           .Case([&](AccumulateGradOp) { return success(); })
           .Case([&](func::ReturnOp r) -> LogicalResult {
             if (r.getNumOperands() != 1)
-              return r.emitError("@train_microbatch must return the loss only");
+              return r.emitError(decoding ? "@decode_step must return the "
+                                            "logits only"
+                                          : "@train_microbatch must return "
+                                            "the loss only");
             loss = operand(r.getOperand(0));
             return success();
           })
@@ -569,6 +597,48 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
     for (auto [v, grad] : it->second)
       emit(rtf::Opcode::Accumulate, {operand(v), grad});
   return success();
+}
+
+MemoryPlanResult ProgramEmitter::placeBuffers(rtf::ProgramBuilder &builder,
+                                              int output,
+                                              uint64_t &persistentBytes) {
+  int64_t end = pending.size() + 1;
+  std::vector<MemoryRequest> requests;
+  std::vector<int> roots;
+  int outputRoot = output < 0                 ? -1
+                   : buffers[output].root < 0 ? output
+                                              : buffers[output].root;
+  for (auto [i, b] : llvm::enumerate(buffers)) {
+    if (b.root >= 0)
+      continue;
+    MemoryRequest r;
+    r.bytes = b.bytes();
+    if (b.persistent) {
+      r.firstUse = kPersistent;
+      r.lastUse = end;
+      persistentBytes += b.bytes();
+    } else if (b.last < 0) {
+      r.firstUse = r.lastUse = 0; // never used: any bytes will do
+    } else {
+      r.firstUse = b.first;
+      r.lastUse = b.last;
+    }
+    // The output (loss, logits) is read by the executor after the sequence.
+    if (int(i) == outputRoot)
+      r.lastUse = end;
+    requests.push_back(r);
+    roots.push_back(i);
+  }
+  MemoryPlanResult plan = planMemory(requests, rtf::kBufferAlignment);
+  for (auto [root, offset] : llvm::zip(roots, plan.offsets)) {
+    LogicalBuffer &b = buffers[root];
+    b.emitted = builder.addBufferAt(b.name, b.shape, b.dtype, offset);
+  }
+  for (LogicalBuffer &b : buffers)
+    if (b.root >= 0)
+      b.emitted = builder.addAlias(b.name, buffers[b.root].emitted, b.shape,
+                                   b.byteOffset);
+  return plan;
 }
 
 LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
@@ -616,46 +686,10 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
   }
   planUpdates();
 
-  // --- memory plan over root buffers ---
-  int64_t end = pending.size() + 1;
-  std::vector<MemoryRequest> requests;
-  std::vector<int> roots;
   uint64_t persistentBytes = 0;
-  int lossRoot = loss < 0                 ? -1
-                 : buffers[loss].root < 0 ? loss
-                                          : buffers[loss].root;
-  for (auto [i, b] : llvm::enumerate(buffers)) {
-    if (b.root >= 0)
-      continue;
-    MemoryRequest r;
-    r.bytes = b.bytes();
-    if (b.persistent) {
-      r.firstUse = kPersistent;
-      r.lastUse = end;
-      persistentBytes += b.bytes();
-    } else if (b.last < 0) {
-      r.firstUse = r.lastUse = 0; // never used: any bytes will do
-    } else {
-      r.firstUse = b.first;
-      r.lastUse = b.last;
-    }
-    // The loss is read by the executor after the micro-batch.
-    if (int(i) == lossRoot)
-      r.lastUse = end;
-    requests.push_back(r);
-    roots.push_back(i);
-  }
-  MemoryPlanResult plan = planMemory(requests, rtf::kBufferAlignment);
-
+  MemoryPlanResult plan;
   try {
-    for (auto [root, offset] : llvm::zip(roots, plan.offsets)) {
-      LogicalBuffer &b = buffers[root];
-      b.emitted = builder.addBufferAt(b.name, b.shape, b.dtype, offset);
-    }
-    for (LogicalBuffer &b : buffers)
-      if (b.root >= 0)
-        b.emitted = builder.addAlias(b.name, buffers[b.root].emitted, b.shape,
-                                     b.byteOffset);
+    plan = placeBuffers(builder, loss, persistentBytes);
     for (const std::string &name : paramOrder) {
       ParamInfo &p = params[name];
       rtf::ParamDesc desc;
@@ -741,6 +775,7 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
       for (PendingInstruction &inst : pending)
         builder.emit(rtf::SequenceKind::LastMicrobatch, inst.opcode,
                      operandsOf(inst), inst.ints, inst.floats);
+    emitEval(builder, operandsOf);
     emitUpdate(builder);
     if (stats) {
       stats->arenaBytes = builder.rankProgram().arenaBytes;
@@ -752,6 +787,35 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
   } catch (const rtf::RuntimeError &e) {
     return module.emitError("internal error while emitting the program: ")
            << e.what();
+  }
+}
+
+void ProgramEmitter::emitEval(
+    rtf::ProgramBuilder &builder,
+    const std::function<std::vector<uint32_t>(const PendingInstruction &)>
+        &operandsOf) {
+  // The forward instructions are an order-preserving subsequence of the
+  // step, so buffers the memory plan keeps apart in the step stay apart.
+  // A request they start (a pipeline send, a ZeRO-3 prefetch) is waited
+  // for where the step waits for it, even inside backward code, so that its
+  // buffer is not reused before the request completes.
+  std::vector<bool> busy(rtf::kNumRequestSlots, false);
+  for (const PendingInstruction &inst : pending) {
+    if (inst.lastOnly)
+      continue;
+    rtf::Instruction probe;
+    probe.opcode = inst.opcode;
+    probe.ints = inst.ints;
+    int64_t slot = -1;
+    rtf::SlotUse use = rtf::slotUse(probe, &slot);
+    bool include = use == rtf::SlotUse::Wait ? bool(busy[slot]) : !inst.backward;
+    if (!include)
+      continue;
+    if (use != rtf::SlotUse::None)
+      busy[slot] = use == rtf::SlotUse::Start;
+    builder.emit(pipelined() ? rtf::SequenceKind::EvalSchedule
+                             : rtf::SequenceKind::Eval,
+                 inst.opcode, operandsOf(inst), inst.ints, inst.floats);
   }
 }
 

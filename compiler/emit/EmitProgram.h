@@ -76,6 +76,13 @@ mlir::LogicalResult emitRankProgram(mlir::ModuleOp module,
                                     rt::ProgramBuilder &builder,
                                     EmitStats *stats = nullptr);
 
+/// Emits the inference program of a module holding @decode_step
+/// (strata-decode-step): whole parameters by name, [1, 1] token and
+/// position inputs, the logits output, key/value caches in the arena
+/// (rt::Program::decode). `meta` is the training program's.
+mlir::FailureOr<rt::RankProgram> emitDecodeProgram(mlir::ModuleOp module,
+                                                   const rt::ModelMeta &meta);
+
 /// Single-rank convenience: config + one rank + verification.
 mlir::FailureOr<rt::Program> emitProgram(mlir::ModuleOp module,
                                          const std::string &planDescription,

@@ -10,6 +10,7 @@
 #define STRATA_COMPILER_EMIT_PROGRAMEMITTER_H
 
 #include "compiler/emit/EmitProgram.h"
+#include "compiler/emit/MemoryPlan.h"
 #include "dialects/strata/StrataOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "runtime/format/ProgramBuilder.h"
@@ -18,6 +19,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,8 @@ struct PendingInstruction {
   std::vector<double> floats;
   /// Only in the last micro-batch of a step (data-parallel reductions).
   bool lastOnly = false;
+  /// Part of the backward pass; the eval sequences leave it out.
+  bool backward = false;
 };
 
 /// A contiguous run [offset, offset + size) of a parameter's flat elements
@@ -115,6 +119,9 @@ public:
   ProgramEmitter(ModuleOp module, const ParallelContext &parallel)
       : module(module), parallel(parallel) {}
   LogicalResult run(rtf::ProgramBuilder &builder, EmitStats *stats);
+  /// Lowers @decode_step (strata-decode-step) into the builder's rank as an
+  /// inference program (EmitDecode.cpp).
+  LogicalResult runDecode(rtf::ProgramBuilder &builder);
 
 private:
   // --- buffers ---
@@ -215,7 +222,7 @@ private:
       root.last = std::max(root.last, pos);
     }
     pending.push_back({opcode, std::move(operands), std::move(ints),
-                       std::move(floats), lastOnly});
+                       std::move(floats), lastOnly, emittingBackward});
   }
   FailureOr<int64_t> groupId(Operation *op, StringRef axis) {
     auto it = parallel.groupIds.find(axis.str());
@@ -252,6 +259,12 @@ private:
   /// them into the gradient shards.
   void finishGradientShards();
 
+  /// Plans the arena over root buffers by lifetime (persistent ones for
+  /// the whole program; `output` up to its end) and adds every buffer and
+  /// alias to the builder.
+  MemoryPlanResult placeBuffers(rtf::ProgramBuilder &builder, int output,
+                                uint64_t &persistentBytes);
+
   // --- phases ---
   LogicalResult lowerPipeline(func::FuncOp step);
   LogicalResult lowerPipelineOp(Operation *op, int64_t microbatch);
@@ -282,6 +295,14 @@ private:
   std::vector<int> gatherOrder;
   /// Set while emitting gathers, whose operands must not trigger gathers.
   bool emittingGather = false;
+  /// Set while lowering backward ops (from the autodiff seed on, or a
+  /// pipeline's backward tasks).
+  bool emittingBackward = false;
+  /// Emits the eval sequence: the forward instructions, plus the waits of
+  /// the requests they start, where the step waits for them.
+  void emitEval(rtf::ProgramBuilder &builder,
+                const std::function<std::vector<uint32_t>(
+                    const PendingInstruction &)> &operandsOf);
   /// Bucket buffers whose gather was started ahead, with the slot.
   llvm::DenseMap<int, int64_t> prefetchSlot;
   /// ZeRO-2 buckets whose reduce-scatter is in flight in this micro-batch.
@@ -299,6 +320,8 @@ private:
   /// rstd), cross_entropy -> logsumexp.
   llvm::DenseMap<Operation *, std::pair<int, int>> savedStats;
   int tokens = -1, targets = -1, positions = -1, loss = -1;
+  /// Lowering @decode_step: the return value is the logits, not a loss.
+  bool decoding = false;
   // --- pipeline state ---
   /// Values that cross stages, numbered identically on every rank (tags).
   llvm::DenseMap<Value, int64_t> crossingId;

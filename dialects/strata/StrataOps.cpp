@@ -701,3 +701,38 @@ LogicalResult VocabParallelCrossEntropyGradOp::inferReturnTypes(
 int64_t VocabParallelCrossEntropyGradOp::getFlops() {
   return 5 * numElements(getLogits());
 }
+
+//===----------------------------------------------------------------------===//
+// Inference
+//===----------------------------------------------------------------------===//
+
+LogicalResult CachedAttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  auto q = rankedType(a.getQuery()), k = rankedType(a.getKey()),
+       v = rankedType(a.getValue());
+  auto fourD = [](RankedTensorType t) {
+    return t.getRank() == 4 && t.getDimSize(2) == 1;
+  };
+  if (!fourD(q) || !fourD(k) || k != v || q.getDimSize(0) != k.getDimSize(0) ||
+      q.getDimSize(3) != k.getDimSize(3) ||
+      q.getElementType() != k.getElementType() || k.getDimSize(1) < 1 ||
+      q.getDimSize(1) % k.getDimSize(1) != 0)
+    return emitOptionalError(
+        loc,
+        "'strata.cached_attention' needs query [B, heads, 1, D] and key, "
+        "value [B, kv_heads, 1, D] with kv_heads dividing heads, got ",
+        shapeStr(q.getShape()), ", ", shapeStr(k.getShape()), ", ",
+        shapeStr(v.getShape()));
+  if (a.getMaxLen() < 1)
+    return emitOptionalError(loc,
+                             "'strata.cached_attention' needs max_len >= 1");
+  results.push_back(q);
+  return success();
+}
+/// At a full cache: scores, softmax and the weighted sum over max_len rows.
+int64_t CachedAttentionOp::getFlops() {
+  return 4 * numElements(getQuery()) * int64_t(getMaxLen());
+}

@@ -748,4 +748,34 @@ def Strata_GradientBucketOp : Strata_Op<"gradient_bucket",
   let assemblyFormat = "attr-dict";
 }
 
+//===----------------------------------------------------------------------===//
+// Inference (generation with a key/value cache)
+//===----------------------------------------------------------------------===//
+
+def Strata_CachedAttentionOp : Strata_Op<"cached_attention",
+    [MemoryEffects<[MemRead, MemWrite]>,
+     DeclareOpInterfaceMethods<InferTypeOpInterface>,
+     DeclareOpInterfaceMethods<Strata_CostOpInterface>]> {
+  let summary = "causal attention of one new position over a key/value cache";
+  let description = [{
+    One generation step of `softmax(q k^T, causal, scale) v` for the new
+    position `p` (the runtime's position counter): the new key and value
+    (`[B, kv_heads, 1, D]`) are written into row `p` of this op's cache
+    (`[B, kv_heads, max_len, D]` each, kept across steps), then query head
+    `h` attends to rows `0..p` of key/value head `h / (heads / kv_heads)`.
+    The result is the context `[B, heads, 1, D]`. `strata-decode-step`
+    creates it from the training graph's matmul-softmax-matmul; it has no
+    gradient.
+
+    ```mlir
+    %ctx = strata.cached_attention %q, %k, %v {max_len = 64 : i64, scale = 2.500000e-01 : f64} : (tensor<1x4x1x16xf32>, tensor<1x4x1x16xf32>, tensor<1x4x1x16xf32>) -> tensor<1x4x1x16xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$query, Strata_FloatTensor:$key,
+                       Strata_FloatTensor:$value, F64Attr:$scale,
+                       I64Attr:$max_len);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // STRATA_OPS_TD

@@ -378,10 +378,16 @@ std::optional<ModelSpec> loadFromDocument(SpecReader &r,
   PresetLocs locs{top.keyLoc("model"), model.keyLoc("layers")};
   if (*family == "gpt") {
     if (readGptConfig(model, spec) && !r.failed())
-      spec.graph = expandGptGraph(*spec.gpt, spec.batch, locs);
+      spec.graph = expandGptGraph(*spec.gpt, spec.batch, locs,
+                                  options.decode ? 1 : spec.gpt->seqLen);
   } else if (*family == "mlp") {
     if (readMlpConfig(model, spec) && !r.failed())
-      spec.graph = expandMlpGraph(*spec.mlp, spec.batch, locs);
+      spec.graph = expandMlpGraph(*spec.mlp, spec.batch, locs,
+                                  options.decode ? 1 : spec.mlp->seqLen);
+  } else if (graphNode && options.decode) {
+    r.error(top.keyNode("graph"),
+            "generation needs a preset model (gpt, mlp): an explicit graph "
+            "is built for its own sequence length");
   } else if (graphNode) {
     auto dtype = model.getChoice("dtype", {"float32", "bfloat16", "float16"},
                                  std::string("float32"));

@@ -170,6 +170,10 @@ struct LoadOptions {
   /// Build the graph for this many sequences instead of the spec's
   /// micro_batch (or global_batch): a data-parallel replica's micro-batch.
   std::optional<int64_t> batch;
+  /// Build the forward of one new position per sequence (generation with a
+  /// key/value cache): inputs [batch, 1]; parameters keep their shapes.
+  /// Presets only; an explicit graph's shapes are the user's.
+  bool decode = false;
 };
 
 /// Parses and validates the spec at `path` (or, if `contents` is given, that

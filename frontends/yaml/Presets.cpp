@@ -251,12 +251,14 @@ bool readMlpConfig(MapReader &model, ModelSpec &spec) {
 }
 
 Graph expandGptGraph(const GptConfig &c, int64_t batch,
-                     const PresetLocs &locs) {
+                     const PresetLocs &locs, int64_t rowTokens) {
   using K = ParamInit::Kind;
   Graph g;
   g.loc = locs.model;
   GraphBuilder b(g, locs.model);
-  const int64_t B = batch, S = c.seqLen, H = c.hidden, nh = c.heads,
+  // S tokens per row (seq_len, or 1 for one generation step); the position
+  // table always has seq_len rows.
+  const int64_t B = batch, S = rowTokens, H = c.hidden, nh = c.heads,
                 hd = c.hidden / c.heads, F = c.ffnHidden;
   const double initStd = 0.02;
   // GPT-2 scales residual projections by 1/sqrt(2 * layers) at init.
@@ -267,7 +269,8 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch,
   std::string targets = b.input("targets", {B, S});
   std::string wte =
       b.param("wte.weight", {c.vocab, H}, c.dtype, K::Normal, initStd);
-  std::string wpe = b.param("wpe.weight", {S, H}, c.dtype, K::Normal, initStd);
+  std::string wpe =
+      b.param("wpe.weight", {c.seqLen, H}, c.dtype, K::Normal, initStd);
   std::string x = b.op("add",
                        {b.op("embedding", {wte, tokens}, "tok_emb"),
                         b.op("embedding", {wpe, positions}, "pos_emb")},
@@ -345,12 +348,12 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch,
 }
 
 Graph expandMlpGraph(const MlpConfig &c, int64_t batch,
-                     const PresetLocs &locs) {
+                     const PresetLocs &locs, int64_t rowTokens) {
   using K = ParamInit::Kind;
   Graph g;
   g.loc = locs.model;
   GraphBuilder b(g, locs.model);
-  const int64_t B = batch, S = c.seqLen, H = c.hidden, F = c.ffnHidden;
+  const int64_t B = batch, S = rowTokens, H = c.hidden, F = c.ffnHidden;
   const double initStd = 0.02;
   std::string tokens = b.input("tokens", {B, S});
   std::string targets = b.input("targets", {B, S});
@@ -378,6 +381,48 @@ Graph expandMlpGraph(const MlpConfig &c, int64_t batch,
   std::string logits = b.linear(x, headW, headB, "logits");
   g.outputs = {b.op("cross_entropy", {logits, targets}, "loss")};
   return g;
+}
+
+std::string hfConfigJson(const ModelSpec &spec) {
+  if (!spec.gpt)
+    return {};
+  const GptConfig &c = *spec.gpt;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  // What transformers' GPT2Config needs to rebuild this model exactly
+  // (tanh GELU, epsilon 1e-5, tied head, no dropout at inference).
+  return "{\n"
+         "  \"architectures\": [\"GPT2LMHeadModel\"],\n"
+         "  \"model_type\": \"gpt2\",\n"
+         "  \"vocab_size\": " +
+         n(c.vocab) +
+         ",\n"
+         "  \"n_positions\": " +
+         n(c.seqLen) +
+         ",\n"
+         "  \"n_ctx\": " +
+         n(c.seqLen) +
+         ",\n"
+         "  \"n_embd\": " +
+         n(c.hidden) +
+         ",\n"
+         "  \"n_layer\": " +
+         n(c.layers) +
+         ",\n"
+         "  \"n_head\": " +
+         n(c.heads) +
+         ",\n"
+         "  \"n_inner\": " +
+         n(c.ffnHidden) +
+         ",\n"
+         "  \"activation_function\": \"gelu_new\",\n"
+         "  \"layer_norm_epsilon\": 1e-05,\n"
+         "  \"initializer_range\": 0.02,\n"
+         "  \"resid_pdrop\": 0.0,\n"
+         "  \"embd_pdrop\": 0.0,\n"
+         "  \"attn_pdrop\": 0.0,\n"
+         "  \"tie_word_embeddings\": true,\n"
+         "  \"torch_dtype\": \"float32\"\n"
+         "}\n";
 }
 
 } // namespace strata::frontend

@@ -28,12 +28,18 @@ struct PresetLocs {
 bool readGptConfig(MapReader &model, ModelSpec &spec);
 bool readMlpConfig(MapReader &model, ModelSpec &spec);
 
-/// The graph of a preset for a batch of `batch` sequences
-/// (docs/model-spec.md describes both, value by value).
+/// The graph of a preset for a batch of `batch` sequences of `rowTokens`
+/// tokens each (docs/model-spec.md describes both, value by value).
+/// `rowTokens` is the spec's seq_len for training; 1 builds the forward of
+/// one new position for generation (position tables keep seq_len rows).
 Graph expandGptGraph(const GptConfig &cfg, int64_t batch,
-                     const PresetLocs &locs);
+                     const PresetLocs &locs, int64_t rowTokens);
 Graph expandMlpGraph(const MlpConfig &cfg, int64_t batch,
-                     const PresetLocs &locs);
+                     const PresetLocs &locs, int64_t rowTokens);
+
+/// The Hugging Face `config.json` of a preset model that has one (gpt:
+/// GPT2LMHeadModel), as JSON text; empty for other families.
+std::string hfConfigJson(const ModelSpec &spec);
 
 } // namespace strata::frontend
 

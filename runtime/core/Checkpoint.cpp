@@ -8,8 +8,9 @@
 // (ParamLayout.h), so initialisation and loading never depend on the plan,
 // whether a rank holds a box of the tensor or (ZeRO-3) a flat range of one.
 // A one-rank run saves whole tensors (model.safetensors is a plain weights
-// file); a multi-rank run saves one file per rank plus index.json, and can
-// only be resumed under the same plan (docs/runtime.md).
+// file); a multi-rank run saves one file per rank plus index.json. Loading
+// under the plan that saved it reads each rank's pieces directly; any other
+// plan or rank count goes through LoadWeights.cpp (docs/runtime.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,7 @@
 #include "runtime/core/Trainer.h"
 
 #include "runtime/format/Bundle.h"
+#include "runtime/io/CheckpointReader.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/FileIO.h"
@@ -40,12 +42,6 @@ namespace {
 
 constexpr const char *kCheckpointFormat = "strata-checkpoint";
 constexpr int kCheckpointVersion = 1;
-
-std::vector<std::string> stateSuffixes(OptimizerKind kind) {
-  if (kind == OptimizerKind::AdamW)
-    return {".exp_avg", ".exp_avg_sq"};
-  return {".momentum"};
-}
 
 const char *optimizerName(OptimizerKind kind) {
   return kind == OptimizerKind::AdamW ? "adamw" : "sgd";
@@ -83,7 +79,8 @@ std::vector<float> readExactF32(const SafeTensorsFile &file,
 }
 
 /// What every checkpoint records about the run, one rank or many.
-nlohmann::json runState(const Program &program, int64_t step, uint64_t seed) {
+nlohmann::json runState(const Program &program, int64_t step, uint64_t seed,
+                        int64_t dataPosition, DataOrder order) {
   return {
       {"format", kCheckpointFormat},
       {"version", kCheckpointVersion},
@@ -91,9 +88,18 @@ nlohmann::json runState(const Program &program, int64_t step, uint64_t seed) {
       {"optimizer", optimizerName(program.train.optimizer)},
       {"step", step},
       {"seed", seed},
-      {"data_position", step * program.meta.globalBatch},
+      {"data_position", dataPosition},
+      {"data_order", dataOrderName(order)},
       {"rng", {{"kind", "counter-splitmix64"}, {"seed", seed}}},
   };
+}
+
+/// config.json beside the tensors, for the families that have one.
+void writeConfig(const Program &program, const fs::path &dir) {
+  const std::string &text = program.meta.hfConfig;
+  if (!text.empty())
+    writeFileAtomically((dir / "config.json").string(),
+                        std::vector<uint8_t>(text.begin(), text.end()), false);
 }
 
 nlohmann::json readJson(const std::string &path, const std::string &what) {
@@ -146,6 +152,12 @@ void checkSaveTarget(const std::string &dir) {
 }
 
 } // namespace
+
+std::vector<std::string> stateSuffixes(OptimizerKind kind) {
+  if (kind == OptimizerKind::AdamW)
+    return {".exp_avg", ".exp_avg_sq"};
+  return {".momentum"};
+}
 
 bool isCheckpointDirectory(const std::string &dir) {
   fs::path target(dir);
@@ -213,22 +225,6 @@ void Trainer::loadParamValue(const ParamDesc &param,
   writeF32(param.value, local);
 }
 
-void Trainer::loadInitialWeights(const std::string &path) {
-  initParameters(); // Zero grads and optimizer state.
-  SafeTensorsFile file = SafeTensorsFile::open(path);
-  // The file holds the whole model: check it against every rank's
-  // parameters (a pipeline stage holds only some of them), load ours.
-  std::set<std::string> all;
-  for (const RankProgram &rp : program_.ranks)
-    for (const ParamDesc &p : rp.params)
-      all.insert(p.name);
-  checkWeightsFile(file, std::vector<std::string>(all.begin(), all.end()));
-  for (const ParamDesc &p : rankProgram().params) {
-    const SafeTensorInfo &info = *file.find(p.name);
-    loadParamValue(p, file.readF32(info), info.shape, "--init " + path);
-  }
-}
-
 Trainer::ValueSource Trainer::valueSource(uint32_t rank,
                                           const ParamDesc &param) const {
   ParamLayout mine = layoutOf(program_.ranks[rank], param);
@@ -294,24 +290,39 @@ void Trainer::saveCheckpoint(const std::string &dir) const {
     saveMultiRank(dir);
 }
 
-void Trainer::loadCheckpoint(const std::string &dir) {
+static void readTrainerState(const nlohmann::json &state,
+                             const std::string &path, OptimizerKind optimizer,
+                             const ModelMeta &meta, int64_t &step,
+                             uint64_t &seed, int64_t &dataPosition,
+                             DataOrder &order, bool &hadOrder);
+
+void Trainer::loadCheckpoint(const std::string &path) {
+  std::string dir = resolveCheckpointPath(path, "--resume");
   fs::path root(dir);
   bool perRank = fs::exists(root / "index.json");
-  bool single = fs::exists(root / "trainer.json");
-  if (!perRank && !single)
-    fail("--resume ", dir,
-         ": no trainer.json or index.json; not a Strata checkpoint "
-         "directory (written by --save)");
-  if (single && worldSize() != 1)
-    fail("--resume ", dir,
-         ": the checkpoint was saved by a 1-rank run; "
-         "this program runs on ",
-         worldSize(), " ranks (plan: ", program_.meta.planDescription,
-         "). Resume with the program that wrote it.");
-  if (perRank)
+  // The plan that wrote it is this one: every rank reads its own pieces.
+  // Otherwise the checkpoint is resharded (LoadWeights.cpp).
+  if (perRank && worldSize() > 1 && sameLayout(dir))
     loadMultiRank(dir);
-  else
+  else if (!perRank && worldSize() == 1)
     loadSingleRank(dir);
+  else {
+    CheckpointReader checkpoint = CheckpointReader::open(dir);
+    std::string statePath =
+        dir + (perRank ? "/index.json" : "/trainer.json");
+    readTrainerState(checkpoint.state(), statePath, program_.train.optimizer,
+                     program_.meta, step_, seed_, dataPosition_, dataOrder_,
+                     checkpointHadDataOrder_);
+    loadResharded(checkpoint);
+  }
+}
+
+bool Trainer::sameLayout(const std::string &dir) const {
+  std::string indexPath = (fs::path(dir) / "index.json").string();
+  nlohmann::json index = readJson(indexPath, "--resume " + dir);
+  return index.value("world_size", 0u) == worldSize() &&
+         index.value("layout_fingerprint", std::string()) ==
+             layoutFingerprint();
 }
 
 void Trainer::saveSingleRank(const std::string &dir) const {
@@ -348,7 +359,8 @@ void Trainer::saveSingleRank(const std::string &dir) const {
                            states.back().size() * 4});
     }
   }
-  nlohmann::json state = runState(program_, step_, seed_);
+  nlohmann::json state =
+      runState(program_, step_, seed_, dataPosition_, dataOrder_);
 
   std::error_code ec;
   fs::path tmp = target.string() + ".tmp-" + std::to_string(::getpid());
@@ -362,6 +374,7 @@ void Trainer::saveSingleRank(const std::string &dir) const {
     std::string text = state.dump(2) + "\n";
     writeFileAtomically((tmp / "trainer.json").string(),
                         std::vector<uint8_t>(text.begin(), text.end()), false);
+    writeConfig(program_, tmp);
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
@@ -370,9 +383,10 @@ void Trainer::saveSingleRank(const std::string &dir) const {
 }
 
 /// Reads trainer state shared by both layouts; checks optimizer and step.
-static void readTrainerState(const nlohmann::json &state,
-                             const std::string &path, OptimizerKind optimizer,
-                             int64_t &step, uint64_t &seed) {
+static void readTrainerState(const nlohmann::json &state, const std::string &path,
+                      OptimizerKind optimizer, const ModelMeta &meta,
+                      int64_t &step, uint64_t &seed, int64_t &dataPosition,
+                      DataOrder &order, bool &hadOrder) {
   try {
     if (state.at("format").get<std::string>() != kCheckpointFormat ||
         state.at("version").get<int>() != kCheckpointVersion)
@@ -385,6 +399,15 @@ static void readTrainerState(const nlohmann::json &state,
     if (step < 0)
       fail(path, ": negative step");
     seed = state.at("seed").get<uint64_t>();
+    // Checkpoints before sampled data recorded only step * global batch.
+    dataPosition = state.value("data_position", step * meta.globalBatch);
+    if (dataPosition < 0)
+      fail(path, ": negative data_position");
+    hadOrder = state.contains("data_order");
+    std::string name = state.value("data_order", std::string("sequential"));
+    if (name != "random" && name != "sequential")
+      fail(path, ": unknown data_order '", name, "'");
+    order = name == "random" ? DataOrder::Random : DataOrder::Sequential;
   } catch (const nlohmann::json::exception &e) {
     fail(path, ": malformed checkpoint state: ", e.what());
   }
@@ -394,7 +417,8 @@ void Trainer::loadSingleRank(const std::string &dir) {
   fs::path root(dir);
   std::string statePath = (root / "trainer.json").string();
   readTrainerState(readJson(statePath, "--resume " + dir), statePath,
-                   program_.train.optimizer, step_, seed_);
+                   program_.train.optimizer, program_.meta, step_, seed_,
+                   dataPosition_, dataOrder_, checkpointHadDataOrder_);
 
   const RankProgram &rp = rankProgram();
   std::string modelPath = (root / "model.safetensors").string();
@@ -556,7 +580,8 @@ void Trainer::saveMultiRank(const std::string &dir) const {
                      {"offset", l.stateOffset},
                      {"count", l.stateCount}});
           }
-        nlohmann::json index = runState(program_, step_, seed_);
+        nlohmann::json index =
+            runState(program_, step_, seed_, dataPosition_, dataOrder_);
         index["layout"] = "per-rank";
         index["world_size"] = W;
         index["plan"] = program_.meta.planDescription;
@@ -567,6 +592,7 @@ void Trainer::saveMultiRank(const std::string &dir) const {
         writeFileAtomically((tmp / "index.json").string(),
                             std::vector<uint8_t>(text.begin(), text.end()),
                             false);
+        writeConfig(program_, tmp);
         publishDirectory(tmp, target, dir);
       }),
       "publishing the checkpoint");
@@ -576,7 +602,9 @@ void Trainer::loadMultiRank(const std::string &dir) {
   fs::path root(dir);
   std::string indexPath = (root / "index.json").string();
   nlohmann::json index = readJson(indexPath, "--resume " + dir);
-  readTrainerState(index, indexPath, program_.train.optimizer, step_, seed_);
+  readTrainerState(index, indexPath, program_.train.optimizer, program_.meta,
+                   step_, seed_, dataPosition_, dataOrder_,
+                   checkpointHadDataOrder_);
   uint32_t savedWorld = 0;
   std::string savedPlan, savedLayout;
   try {
@@ -591,8 +619,7 @@ void Trainer::loadMultiRank(const std::string &dir) {
          savedWorld, " ranks (plan: ", savedPlan, "); this program runs on ",
          worldSize(), " ranks (plan: ", program_.meta.planDescription, ")",
          savedWorld == worldSize() ? " with a different parameter layout" : "",
-         ". Resume with the program that wrote it (same strata compile "
-         "flags), or start from its weights with --init");
+         "; internal error: the layouts were checked to match");
 
   const RankProgram &rp = rankProgram();
   std::vector<std::string> suffixes = stateSuffixes(program_.train.optimizer);

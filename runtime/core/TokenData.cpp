@@ -60,13 +60,32 @@ void TokenData::validate(int64_t vocab, const std::string &name) const {
   if (count_ < seqLen_ + 1)
     fail(name, ": holds ", count_, " tokens, but one sample of seq_len ",
          seqLen_, " needs at least ", seqLen_ + 1);
+  // A uint32 file read as uint16 is `t, 0, u, 0, ...` (GPT-2 ids fit in
+  // 16 bits), which trains at chance level without any error; a uint16
+  // file read as uint32 pairs two ids into one large value.
+  int64_t zeroOdd = 0, zeroEven = 0;
   for (int64_t i = 0; i < count_; ++i) {
     uint32_t t = token(i);
-    if (t >= uint64_t(vocab))
+    (i % 2 ? zeroOdd : zeroEven) += t == 0;
+    if (t >= uint64_t(vocab)) {
+      std::string hint =
+          "; tokenize with the model's tokenizer or raise the vocab";
+      if (mapped_ && width_ == 4 && (t & 0xFFFF) < uint64_t(vocab) &&
+          (t >> 16) < uint64_t(vocab))
+        hint = "; its two 16-bit halves (" + std::to_string(t & 0xFFFF) +
+               ", " + std::to_string(t >> 16) +
+               ") are valid ids, so the file looks like uint16 tokens: "
+               "drop --data-dtype uint32";
       fail(name, ": token ", i, " has value ", t,
-           ", which is not below the model's vocab size ", vocab,
-           "; tokenize with the model's tokenizer or raise the vocab");
+           ", which is not below the model's vocab size ", vocab, hint);
+    }
   }
+  int64_t odd = count_ / 2, even = count_ - odd;
+  if (mapped_ && width_ == 2 && odd >= 16 && zeroOdd == odd &&
+      zeroEven < even / 2)
+    fail(name, ": every second uint16 token is 0 (", zeroOdd, " of ", odd,
+         ") and the others are not; this is the layout of a uint32 token "
+         "file read as uint16. Pass --data-dtype uint32");
 }
 
 TokenData TokenData::loadFile(const std::string &path, TokenFileDType dtype,
@@ -143,18 +162,31 @@ TokenData TokenData::synthetic(uint64_t seed, int64_t vocab, int64_t seqLen) {
   return data;
 }
 
-void TokenData::fillRows(int64_t step, int64_t globalBatch, int64_t firstRow,
-                         int64_t rows, int32_t *inputs,
-                         int32_t *targets) const {
-  int64_t n = numSamples();
+const char *dataOrderName(DataOrder order) {
+  return order == DataOrder::Random ? "random" : "sequential";
+}
+
+uint64_t sampleKey(uint64_t seed, SampleStream stream) {
+  return splitmix64(seed ^ (stream == SampleStream::Train ? 0x53414D504C45ULL
+                                                          : 0x4556414CULL));
+}
+
+int64_t TokenData::sampleStart(int64_t index, DataOrder order,
+                               uint64_t key) const {
+  if (order == DataOrder::Sequential)
+    return int64_t(uint64_t(index) % uint64_t(numSamples())) * seqLen_;
+  // Every window of seqLen + 1 tokens is equally likely (up to 2^-64):
+  // multiply-shift maps the 64-bit draw onto [0, len - seqLen).
+  uint64_t windows = uint64_t(count_ - seqLen_);
+  uint64_t r = splitmix64(key + uint64_t(index));
+  return int64_t((static_cast<unsigned __int128>(r) * windows) >> 64);
+}
+
+void TokenData::fillSamples(int64_t firstSample, int64_t rows,
+                            DataOrder order, uint64_t key, int32_t *inputs,
+                            int32_t *targets) const {
   for (int64_t r = 0; r < rows; ++r) {
-    // (step * B + j) mod n without overflow for long runs.
-    int64_t j = firstRow + r;
-    int64_t sample =
-        int64_t((static_cast<unsigned __int128>(step) * uint64_t(globalBatch) +
-                 uint64_t(j)) %
-                uint64_t(n));
-    int64_t start = sample * seqLen_;
+    int64_t start = sampleStart(firstSample + r, order, key);
     for (int64_t s = 0; s < seqLen_; ++s) {
       inputs[r * seqLen_ + s] = int32_t(token(start + s));
       targets[r * seqLen_ + s] = int32_t(token(start + s + 1));

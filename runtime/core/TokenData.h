@@ -4,12 +4,17 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Sample k of a token stream t with sequence length S is inputs
-// t[k*S .. k*S+S-1] and targets t[k*S+1 .. k*S+S]; there are
-// n = (len - 1) div S samples. Step i uses samples (i*B + j) mod n for
-// j = 0..B-1 (B = global batch), and micro-batch m takes rows
-// m*mb .. m*mb+mb-1 of that list. Every token is checked against the vocab
-// when the data is loaded, so kernels can trust ids.
+// A sample is a window of S + 1 tokens of the stream t: inputs
+// t[a .. a+S-1], targets t[a+1 .. a+S]. Samples are numbered 0, 1, ... over
+// the run (the data position); step i with global batch B uses samples
+// P_i + j, j = 0..B-1, where P_i is the number of samples consumed before
+// it, and micro-batch m takes rows m*mb .. m*mb+mb-1 of that list. Where
+// sample k starts depends on the order (docs/runtime.md):
+//   random (nanoGPT's get_batch, the default): a = floor(r * (len - S) / 2^64)
+//     with r = splitmix64(key + k), any offset of the stream;
+//   sequential: a = (k mod n) * S with n = (len - 1) div S.
+// Every token is checked against the vocab when the data is loaded, so
+// kernels can trust ids.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +29,17 @@
 namespace strata::rt {
 
 enum class TokenFileDType { U16, U32 };
+
+/// How samples are drawn from the stream.
+enum class DataOrder : uint8_t { Random = 0, Sequential = 1 };
+const char *dataOrderName(DataOrder order);
+
+/// Which sample stream a key is for: training batches or evaluation
+/// batches (the same fixed windows at every evaluation).
+enum class SampleStream { Train, Eval };
+/// The random order's key of a stream:
+/// splitmix64(seed ^ 0x53414D504C45) (train) or ^ 0x4556414C (eval).
+uint64_t sampleKey(uint64_t seed, SampleStream stream);
 
 class TokenData {
 public:
@@ -51,10 +67,13 @@ public:
   uint32_t token(int64_t index) const;
   const std::string &description() const { return description_; }
 
-  /// Fills `rows` rows of inputs/targets ([rows, seqLen], i32) for step
-  /// `step`, starting at row `firstRow` of the step's sample list.
-  void fillRows(int64_t step, int64_t globalBatch, int64_t firstRow,
-                int64_t rows, int32_t *inputs, int32_t *targets) const;
+  /// The first token of sample `index` (see the file comment).
+  int64_t sampleStart(int64_t index, DataOrder order, uint64_t key) const;
+
+  /// Fills `rows` rows of inputs/targets ([rows, seqLen], i32) with samples
+  /// firstSample, firstSample + 1, ...
+  void fillSamples(int64_t firstSample, int64_t rows, DataOrder order,
+                   uint64_t key, int32_t *inputs, int32_t *targets) const;
 
 private:
   TokenData() = default;

@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <unistd.h>
 
 namespace strata::rt {
 
@@ -37,9 +39,14 @@ public:
     scratchTargets_.resize(rows);
   }
 
-  void beginStep(const TokenData *data, int64_t step) {
+  /// The rows of the coming sequence runs are samples firstSample + row
+  /// of `data` in `order` with `key`.
+  void beginBatch(const TokenData *data, int64_t firstSample, DataOrder order,
+                  uint64_t key) {
     data_ = data;
-    step_ = step;
+    firstSample_ = firstSample;
+    order_ = order;
+    key_ = key;
   }
 
   Communicator &group(int64_t index) override {
@@ -80,10 +87,11 @@ public:
     if (!data_)
       fail("internal error: load_batch outside a step");
     if (tokens || targets)
-      data_->fillRows(step_, meta_.globalBatch,
-                      dataRowStart_ + microbatch * meta_.microBatch,
-                      meta_.microBatch, tokens ? tokens : scratchTokens_.data(),
-                      targets ? targets : scratchTargets_.data());
+      data_->fillSamples(
+          firstSample_ + dataRowStart_ + microbatch * meta_.microBatch,
+          meta_.microBatch, order_, key_,
+          tokens ? tokens : scratchTokens_.data(),
+          targets ? targets : scratchTargets_.data());
     if (positions)
       for (int64_t i = 0; i < meta_.microBatch * meta_.seqLen; ++i)
         positions[i] = int32_t(i % meta_.seqLen);
@@ -97,7 +105,9 @@ private:
   std::vector<std::unique_ptr<CommRequest>> slots_;
   int pending_ = 0;
   const TokenData *data_ = nullptr;
-  int64_t step_ = 0;
+  int64_t firstSample_ = 0;
+  DataOrder order_ = DataOrder::Random;
+  uint64_t key_ = 0;
   std::vector<int32_t> scratchTokens_, scratchTargets_;
 };
 
@@ -162,53 +172,73 @@ void Trainer::writeF32(uint32_t buffer, const std::vector<float> &values) {
   device_->upload(b.offset, values.data(), values.size() * 4);
 }
 
-StepStats Trainer::runStep(const TokenData &data) {
+namespace {
+
+/// This process's resident set size in bytes (0 where /proc is missing).
+double residentBytes() {
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f)
+    return 0.0;
+  long long pages = 0, resident = 0;
+  int n = std::fscanf(f, "%lld %lld", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? double(resident) * double(::sysconf(_SC_PAGESIZE)) : 0.0;
+}
+
+} // namespace
+
+double Trainer::runBatch(SequenceKind microbatch, SequenceKind last,
+                         SequenceKind schedule, const ExecContext &ctx) {
+  const ModelMeta &m = program_.meta;
+  const RankProgram &rp = rankProgram();
+  auto readLoss = [&] {
+    float loss;
+    device_->download(rp.buffers[rp.loss].offset, &loss, 4);
+    return double(loss);
+  };
+  if (!rp.sequence(schedule).empty()) {
+    device_->run(schedule, ctx);
+    return isLossRank_ ? readLoss() : 0.0;
+  }
+  bool hasLast = !rp.sequence(last).empty();
+  double lossSum = 0.0;
+  for (int64_t mb = 0; mb < m.numMicrobatches; ++mb) {
+    bool needRows = rp.tokens != kNoBuffer || rp.targets != kNoBuffer;
+    if (needRows || rp.positions != kNoBuffer)
+      services_->loadBatch(mb, needRows ? tokenRows_.data() : nullptr,
+                           needRows ? targetRows_.data() : nullptr,
+                           rp.positions != kNoBuffer ? positionRows_.data()
+                                                     : nullptr);
+    auto upload = [&](uint32_t id, const std::vector<int32_t> &rows) {
+      if (id != kNoBuffer)
+        device_->upload(rp.buffers[id].offset, rows.data(), rows.size() * 4);
+    };
+    upload(rp.tokens, tokenRows_);
+    upload(rp.targets, targetRows_);
+    upload(rp.positions, positionRows_);
+    bool isLast = mb + 1 == m.numMicrobatches;
+    device_->run(isLast && hasLast ? last : microbatch, ctx);
+    if (isLossRank_)
+      lossSum += readLoss();
+  }
+  return lossSum / double(m.numMicrobatches);
+}
+
+StepStats Trainer::runStep(const TokenData &data, bool stopRequested) {
   const ModelMeta &m = program_.meta;
   const RankProgram &rp = rankProgram();
   auto start = std::chrono::steady_clock::now();
   StepStats stats;
   stats.step = step_;
   stats.lr = learningRate(program_.train, step_);
-  services_->beginStep(&data, step_);
+  services_->beginBatch(&data, dataPosition_, dataOrder_,
+                        sampleKey(seed_, SampleStream::Train));
   ExecContext ctx{step_, stats.lr, services_.get()};
 
   device_->run(SequenceKind::StepBegin, ctx);
-  double localLoss = 0.0;
-  auto readLoss = [&] {
-    float loss;
-    device_->download(rp.buffers[rp.loss].offset, &loss, 4);
-    return double(loss);
-  };
-  if (!rp.sequence(SequenceKind::Schedule).empty()) {
-    device_->run(SequenceKind::Schedule, ctx);
-    if (isLossRank_)
-      localLoss = readLoss();
-  } else {
-    bool hasLast = !rp.sequence(SequenceKind::LastMicrobatch).empty();
-    double lossSum = 0.0;
-    for (int64_t mb = 0; mb < m.numMicrobatches; ++mb) {
-      bool needRows = rp.tokens != kNoBuffer || rp.targets != kNoBuffer;
-      if (needRows || rp.positions != kNoBuffer)
-        services_->loadBatch(mb, needRows ? tokenRows_.data() : nullptr,
-                             needRows ? targetRows_.data() : nullptr,
-                             rp.positions != kNoBuffer ? positionRows_.data()
-                                                       : nullptr);
-      auto upload = [&](uint32_t id, const std::vector<int32_t> &rows) {
-        if (id != kNoBuffer)
-          device_->upload(rp.buffers[id].offset, rows.data(), rows.size() * 4);
-      };
-      upload(rp.tokens, tokenRows_);
-      upload(rp.targets, targetRows_);
-      upload(rp.positions, positionRows_);
-      bool last = mb + 1 == m.numMicrobatches;
-      device_->run(last && hasLast ? SequenceKind::LastMicrobatch
-                                   : SequenceKind::Microbatch,
-                   ctx);
-      if (isLossRank_)
-        lossSum += readLoss();
-    }
-    localLoss = lossSum / double(m.numMicrobatches);
-  }
+  double localLoss =
+      runBatch(SequenceKind::Microbatch, SequenceKind::LastMicrobatch,
+               SequenceKind::Schedule, ctx);
   device_->run(SequenceKind::Update, ctx);
   if (services_->hasPending())
     fail("internal error: requests still pending at the end of step ", step_);
@@ -221,18 +251,53 @@ StepStats Trainer::runStep(const TokenData &data) {
           .count();
   // Every rank takes part, loss rank or not, so no rank waits alone. The
   // grad norm is already global where present; max picks it up from any
-  // rank that has one.
+  // rank that has one. The stop wish and the memory ride along.
   Communicator &world = comms_->world();
   double sum[1] = {isLossRank_ ? localLoss : 0.0};
-  double max[2] = {seconds, sumsq};
+  double max[4] = {seconds, sumsq, stopRequested ? 1.0 : 0.0, residentBytes()};
   world.allReduce(sum, 1, DType::F64, ReduceOp::Sum);
-  world.allReduce(max, 2, DType::F64, ReduceOp::Max);
+  world.allReduce(max, 4, DType::F64, ReduceOp::Max);
   stats.loss = sum[0] / double(program_.effectiveLossRanks().size());
   stats.seconds = max[0];
   if (max[1] >= 0)
     stats.gradNorm = std::sqrt(max[1]);
+  stats.stopRequested = max[2] > 0;
+  stats.memoryBytes = max[3];
   stats.tokens = m.globalBatch * m.seqLen;
   ++step_;
+  dataPosition_ += m.globalBatch;
+  return stats;
+}
+
+EvalStats Trainer::evaluate(const TokenData &data, int64_t batches) {
+  const ModelMeta &m = program_.meta;
+  const RankProgram &rp = rankProgram();
+  if (rp.sequence(SequenceKind::Eval).empty() &&
+      rp.sequence(SequenceKind::EvalSchedule).empty())
+    fail("this program has no evaluation sequence (it was compiled by an "
+         "older strata); recompile it to evaluate");
+  auto start = std::chrono::steady_clock::now();
+  ExecContext ctx{step_, 0.0, services_.get()};
+  double localSum = 0.0;
+  for (int64_t b = 0; b < batches; ++b) {
+    // The same windows at every evaluation, so the losses compare.
+    services_->beginBatch(&data, b * m.globalBatch, dataOrder_,
+                          sampleKey(seed_, SampleStream::Eval));
+    localSum += runBatch(SequenceKind::Eval, SequenceKind::Eval,
+                         SequenceKind::EvalSchedule, ctx);
+    if (services_->hasPending())
+      fail("internal error: requests still pending after evaluation");
+  }
+  double sum[1] = {isLossRank_ ? localSum : 0.0};
+  comms_->world().allReduce(sum, 1, DType::F64, ReduceOp::Sum);
+  EvalStats stats;
+  stats.batches = batches;
+  stats.loss = sum[0] / double(program_.effectiveLossRanks().size()) /
+               double(std::max<int64_t>(batches, 1));
+  stats.tokens = batches * m.globalBatch * m.seqLen;
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   return stats;
 }
 

@@ -15,9 +15,9 @@
 // reports the mean over the loss ranks, the global grad norm and the
 // slowest rank's step time.
 //
-// Everything a step reads besides the arena is a function of (seed, step),
-// so a checkpoint only needs parameters, optimizer state and the step count
-// to continue the exact trajectory.
+// Everything a step reads besides the arena is a function of (seed, step,
+// data position, data order), so a checkpoint only needs parameters,
+// optimizer state and those to continue the exact trajectory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +42,24 @@ struct StepStats {
   std::optional<double> gradNorm; ///< Before clipping; absent without one.
   double seconds = 0.0;           ///< The slowest rank's step time.
   int64_t tokens = 0;             ///< Tokens of the step over all ranks.
+  /// Some rank was asked to stop (SIGTERM/SIGINT) before the step ended;
+  /// every rank sees the same value, so all stop after the same step.
+  bool stopRequested = false;
+  /// The largest resident set size of the ranks' processes, in bytes.
+  double memoryBytes = 0.0;
 };
+
+/// An evaluation: the mean loss over `batches` batches of the eval stream.
+struct EvalStats {
+  double loss = 0.0; ///< Mean over the batches (each a mean over its tokens).
+  int64_t batches = 0;
+  int64_t tokens = 0; ///< Over all ranks.
+  double seconds = 0.0;
+};
+
+/// The checkpoint-name suffixes of a parameter's optimizer state, in the
+/// order of ParamDesc::state: ".exp_avg", ".exp_avg_sq" or ".momentum".
+std::vector<std::string> stateSuffixes(OptimizerKind kind);
 
 /// Whether `dir` is empty or holds a checkpoint (trainer.json or
 /// index.json), i.e. whether --save may replace it.
@@ -68,16 +85,32 @@ public:
   bool isLossRank() const { return isLossRank_; }
   uint64_t seed() const { return seed_; }
   int64_t step() const { return step_; }
+  /// Samples consumed so far (the next step starts at this sample).
+  int64_t dataPosition() const { return dataPosition_; }
+  DataOrder dataOrder() const { return dataOrder_; }
+  void setDataOrder(DataOrder order) { dataOrder_ = order; }
+  /// Whether the last --resume checkpoint named its data order.
+  bool checkpointHadDataOrder() const { return checkpointHadDataOrder_; }
 
   /// Initialises every parameter from its init spec and the seed (values
   /// independent of sharding), zeroes optimizer state, sets step 0.
   void initParameters();
-  /// Loads initial weights by parameter name; shapes checked, missing and
-  /// extra tensors named. Sets step 0 with zero optimizer state.
+  /// Loads initial weights by parameter name from a safetensors file (also
+  /// in Hugging Face's spellings: a `transformer.` prefix, attention mask
+  /// buffers, a tied `lm_head.weight`) or from any checkpoint directory,
+  /// whatever plan wrote it; shapes checked, missing and extra tensors
+  /// named. Sets step 0 with zero optimizer state.
   void loadInitialWeights(const std::string &path);
 
-  /// Runs the next step on `data`.
-  StepStats runStep(const TokenData &data);
+  /// Runs the next step on `data`. `stopRequested` is this rank's wish to
+  /// stop after the step; StepStats::stopRequested is every rank's.
+  StepStats runStep(const TokenData &data, bool stopRequested = false);
+
+  /// Evaluates the loss on `batches` global batches of the eval stream of
+  /// `data` (the same windows every time), with the program's forward-only
+  /// `eval` sequence: no gradient, no update, the training forward's
+  /// numerics. Collective; every rank returns the same numbers.
+  EvalStats evaluate(const TokenData &data, int64_t batches);
 
   /// One rank: writes DIR/model.safetensors (whole tensors in checkpoint
   /// shape), DIR/optimizer.safetensors and DIR/trainer.json. Several ranks
@@ -86,9 +119,11 @@ public:
   /// into place; an existing DIR is replaced only once the new one is
   /// complete on every rank.
   void saveCheckpoint(const std::string &dir) const;
-  /// Restores parameters, optimizer state, step and seed. A multi-rank
-  /// checkpoint must come from the same plan (world size and layout).
-  void loadCheckpoint(const std::string &dir);
+  /// Restores parameters, optimizer state, step, seed and data position
+  /// from a checkpoint directory (or a run directory's `latest`). A
+  /// checkpoint of another plan or rank count is resharded: whole tensors
+  /// are reassembled and each rank takes its part, optimizer state too.
+  void loadCheckpoint(const std::string &path);
 
   std::vector<float> readF32(uint32_t buffer) const;
   void writeF32(uint32_t buffer, const std::vector<float> &values);
@@ -117,6 +152,12 @@ public:
 
 private:
   class Services;
+  /// Runs one batch's forward (and backward) sequences: `schedule` once when
+  /// the rank has it, else `microbatch` per micro-batch (`last` for the last
+  /// one when non-empty) with the rows loaded. Returns the rank's loss, the
+  /// mean over micro-batches (0 off the loss ranks).
+  double runBatch(SequenceKind microbatch, SequenceKind last,
+                  SequenceKind schedule, const ExecContext &ctx);
   void checkWeightsFile(const class SafeTensorsFile &file,
                         const std::vector<std::string> &expected) const;
   void loadParamValue(const ParamDesc &param, const std::vector<float> &global,
@@ -126,6 +167,11 @@ private:
   void saveMultiRank(const std::string &dir) const;
   void loadSingleRank(const std::string &dir);
   void loadMultiRank(const std::string &dir);
+  /// Whether the per-rank checkpoint in `dir` was written by this plan.
+  bool sameLayout(const std::string &dir) const;
+  /// Parameters and optimizer state from a checkpoint of another plan or
+  /// rank count (the run state is read by loadCheckpoint).
+  void loadResharded(const class CheckpointReader &checkpoint);
   /// A hash of every rank's parameter layout, to match checkpoints to plans.
   std::string layoutFingerprint() const;
 
@@ -134,6 +180,9 @@ private:
   std::unique_ptr<Device> device_;
   uint64_t seed_;
   int64_t step_ = 0;
+  int64_t dataPosition_ = 0;
+  DataOrder dataOrder_ = DataOrder::Random;
+  bool checkpointHadDataOrder_ = false;
   bool isLossRank_ = false;
   std::shared_ptr<CommBackend> comms_;
   std::unique_ptr<Services> services_;

@@ -108,6 +108,11 @@ void runSoftmaxFwd(const B &b, const C &) {
   softmaxFwd(b.f32(0), b.f32(1), b.elements[0] / n, n, b.attr(1) != 0,
              float(b.fattr(0)));
 }
+void runKvAttention(const B &b, const C &ctx) {
+  kvAttention(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+              b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4), ctx.step,
+              float(b.fattr(0)));
+}
 void runSoftmaxBwd(const B &b, const C &) {
   int64_t n = b.attr(0);
   softmaxBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n,
@@ -263,6 +268,7 @@ constexpr Entry kEntries[] = {
     {Opcode::LayerNormBwd, runLayerNormBwd},
     {Opcode::SoftmaxFwd, runSoftmaxFwd},
     {Opcode::SoftmaxBwd, runSoftmaxBwd},
+    {Opcode::KvAttention, runKvAttention},
     {Opcode::CrossEntropyFwd, runCrossEntropyFwd},
     {Opcode::CrossEntropyBwd, runCrossEntropyBwd},
     {Opcode::CeVpMax, runCeVpMax},

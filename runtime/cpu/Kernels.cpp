@@ -240,6 +240,42 @@ void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
   }
 }
 
+void kvAttention(const float *q, const float *k, const float *v,
+                 float *kCache, float *vCache, float *out, int64_t batch,
+                 int64_t heads, int64_t kvHeads, int64_t maxLen,
+                 int64_t headDim, int64_t pos, float scale) {
+  const int64_t D = headDim, group = heads / kvHeads, n = pos + 1;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < kvHeads; ++h) {
+      int64_t row = ((b * kvHeads + h) * maxLen + pos) * D;
+      std::copy(k + (b * kvHeads + h) * D, k + (b * kvHeads + h + 1) * D,
+                kCache + row);
+      std::copy(v + (b * kvHeads + h) * D, v + (b * kvHeads + h + 1) * D,
+                vCache + row);
+    }
+  static thread_local std::vector<float> scores, probs;
+  scores.resize(n);
+  probs.resize(n);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const float *qh = q + (b * heads + h) * D;
+      const float *keys = kCache + (b * kvHeads + h / group) * maxLen * D;
+      const float *values = vCache + (b * kvHeads + h / group) * maxLen * D;
+      for (int64_t t = 0; t < n; ++t) {
+        float dot = 0.0f;
+        for (int64_t d = 0; d < D; ++d)
+          dot += qh[d] * keys[t * D + d];
+        scores[t] = dot;
+      }
+      softmaxFwd(scores.data(), probs.data(), 1, n, false, scale);
+      float *o = out + (b * heads + h) * D;
+      std::fill(o, o + D, 0.0f);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          o[d] += probs[t] * values[t * D + d];
+    }
+}
+
 void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
                 int64_t n, float scale) {
   for (int64_t r = 0; r < rows; ++r) {

@@ -69,6 +69,17 @@ void layerNormBwd(const float *dy, const float *x, const float *gamma,
                   const float *mean, const float *rstd, float *dx,
                   float *dgamma, float *dbeta, int64_t rows, int64_t n);
 
+/// One new position `pos` of cached causal attention: k and v ([batch,
+/// kvHeads, headDim]) are written into row `pos` of the caches ([batch,
+/// kvHeads, maxLen, headDim]); then for every query head h (q, out:
+/// [batch, heads, headDim]) out = softmax(scale * q . K[0..pos]^T) .
+/// V[0..pos] with K, V of head h / (heads / kvHeads). The softmax is
+/// softmaxFwd's.
+void kvAttention(const float *q, const float *k, const float *v,
+                 float *kCache, float *vCache, float *out, int64_t batch,
+                 int64_t heads, int64_t kvHeads, int64_t maxLen,
+                 int64_t headDim, int64_t pos, float scale);
+
 /// out = softmax(scale * x) over rows of length n. With `causal`, row r is
 /// row i = r mod n of an n x n block and columns j > i are masked (out 0).
 void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,

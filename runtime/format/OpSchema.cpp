@@ -130,6 +130,22 @@ bool verifySoftmaxFwd(VerifyContext &ctx) {
   }
   return true;
 }
+bool verifyKvAttention(VerifyContext &ctx) {
+  int64_t batch = attr(ctx, 0), heads = attr(ctx, 1), kvHeads = attr(ctx, 2),
+          len = attr(ctx, 3), dim = attr(ctx, 4);
+  if (batch < 1 || heads < 1 || kvHeads < 1 || len < 1 || dim < 1 ||
+      heads % kvHeads != 0 || batch > (int64_t(1) << 20) ||
+      heads > (int64_t(1) << 20) || len > (int64_t(1) << 31) ||
+      dim > (int64_t(1) << 20)) {
+    ctx.error = "kv_attention needs positive batch, heads, kv_heads, max_len "
+                "and head_dim with kv_heads dividing heads";
+    return false;
+  }
+  int64_t q = batch * heads * dim, kv = batch * kvHeads * dim;
+  return ctx.expectElements(0, q) && ctx.expectElements(1, kv) &&
+         ctx.expectElements(2, kv) && ctx.expectElements(3, kv * len) &&
+         ctx.expectElements(4, kv * len) && ctx.expectElements(5, q);
+}
 bool verifySoftmaxBwd(VerifyContext &ctx) {
   return verifyRows(ctx, {1, 2}, {}, {});
 }
@@ -427,6 +443,7 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::CeVpSumExp, "ce_vp_sumexp", {{"logits", In, F32}, {"targets", In, I32}, {"rowmax", In, F32}, {"stats", Out, F32}}, false, {"n", "vocab_start", "valid"}, false, {}, false, verifyCeVpSumExp});
   add({Opcode::CeVpLoss, "ce_vp_loss", {{"rowmax", In, F32}, {"stats", In, F32}, {"loss", Out, F32}, {"lse", Out, F32}}, false, {"rows"}, false, {}, false, verifyCeVpLoss});
   add({Opcode::CeVpBwd, "ce_vp_bwd", {{"logits", In, F32}, {"targets", In, I32}, {"lse", In, F32}, {"dlogits", Out, F32}}, false, {"n", "vocab_start", "valid"}, false, {"scale"}, true, verifyCeVpBwd});
+  add({Opcode::KvAttention, "kv_attention", {{"q", In, F32}, {"k", In, F32}, {"v", In, F32}, {"k_cache", InOut, F32}, {"v_cache", InOut, F32}, {"out", Out, F32}}, false, {"batch", "heads", "kv_heads", "max_len", "head_dim"}, false, {"scale"}, false, verifyKvAttention});
   add({Opcode::GradSumSq, "grad_sumsq", {{"out", Out, F64}, {"grads", In, F32}}, true, {}, false, {}, false, verifyScalarFirst});
   add({Opcode::ClipGrads, "clip_grads", {{"sumsq", In, F64}, {"grads", InOut, F32}}, true, {}, false, {"max_norm"}, false, verifyScalarFirst});
   add({Opcode::SgdStep, "sgd_step", {{"param", InOut, F32}, {"grad", In, F32}, {"momentum_buf", InOut, F32}}, false, {}, false, {"momentum", "weight_decay"}, false, verifyOptimizer});

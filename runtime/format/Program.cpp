@@ -32,6 +32,7 @@ enum SectionId : uint32_t {
   kSectionTrain = 2,
   kSectionRank = 3,
   kSectionGroups = 4,
+  kSectionDecode = 5,
 };
 
 enum RankSectionId : uint32_t {
@@ -167,6 +168,7 @@ Writer encodeRank(const RankProgram &rank) {
   // Appended later; readers of older programs find them absent.
   info.u32(rank.positions);
   info.i64(rank.dataRowStart);
+  info.u32(rank.logits);
   out.section(kRankInfo, info);
 
   Writer buffers;
@@ -264,6 +266,8 @@ RankProgram decodeRank(Reader &r) {
         rank.positions = s.u32();
       if (!s.done())
         rank.dataRowStart = s.i64();
+      if (!s.done())
+        rank.logits = s.u32();
       haveInfo = true;
       break;
     case kRankBuffers: {
@@ -390,6 +394,10 @@ const char *sequenceName(SequenceKind kind) {
     return "last_microbatch";
   case SequenceKind::Schedule:
     return "schedule";
+  case SequenceKind::Eval:
+    return "eval";
+  case SequenceKind::EvalSchedule:
+    return "eval_schedule";
   }
   return "?";
 }
@@ -468,6 +476,10 @@ std::vector<uint8_t> serializeProgram(const Program &program) {
   meta.u64(m.seed);
   meta.str(m.planDescription);
   meta.u32(m.worldSize);
+  // Appended later; readers of older programs find them absent.
+  meta.f64(m.flopsPerStep);
+  meta.f64(m.peakFlops);
+  meta.str(m.hfConfig);
   payload.section(kSectionMeta, meta);
 
   Writer train;
@@ -504,6 +516,8 @@ std::vector<uint8_t> serializeProgram(const Program &program) {
       groups.u32(r);
     payload.section(kSectionGroups, groups);
   }
+  if (program.decode)
+    payload.section(kSectionDecode, encodeRank(*program.decode));
 
   Writer file;
   file.bytes.insert(file.bytes.end(), kProgramMagic, kProgramMagic + 8);
@@ -559,6 +573,11 @@ Program parseProgram(const uint8_t *data, size_t size,
       m.seed = s.u64();
       m.planDescription = s.str();
       m.worldSize = s.u32();
+      if (!s.done()) {
+        m.flopsPerStep = s.f64();
+        m.peakFlops = s.f64();
+        m.hfConfig = s.str();
+      }
       haveMeta = true;
     } else if (id == kSectionTrain) {
       TrainConfig &t = program.train;
@@ -578,6 +597,8 @@ Program parseProgram(const uint8_t *data, size_t size,
       haveTrain = true;
     } else if (id == kSectionRank) {
       program.ranks.push_back(decodeRank(s));
+    } else if (id == kSectionDecode) {
+      program.decode = decodeRank(s);
     } else if (id == kSectionGroups) {
       uint32_t n = s.count(8);
       program.groups.resize(n);

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,8 +136,17 @@ enum class SequenceKind : uint8_t {
   /// program interleaves its micro-batches itself (pipeline schedules) and
   /// loads their inputs with load_batch.
   Schedule = 4,
+  /// Evaluation, forward only (no gradient, no update): run per
+  /// micro-batch like Microbatch, with the inputs loaded the same way; the
+  /// loss buffer holds the micro-batch loss afterwards. The training
+  /// forward's instructions, so eval losses have training's numerics.
+  Eval = 5,
+  /// Evaluation of a pipeline rank: run once per batch instead of Eval,
+  /// loading inputs with load_batch; the loss buffer holds the mean over
+  /// the micro-batches afterwards.
+  EvalSchedule = 6,
 };
-constexpr int kNumSequenceKinds = 5;
+constexpr int kNumSequenceKinds = 7;
 const char *sequenceName(SequenceKind kind);
 
 struct RankProgram {
@@ -160,6 +170,9 @@ struct RankProgram {
   /// micro-batch m reads rows dataRowStart + m*microBatch ... (data-parallel
   /// replica d of D: d * globalBatch / D).
   int64_t dataRowStart = 0;
+  /// Inference (decode) programs only: the f32 [1, vocab] buffer holding
+  /// the next-token logits after each run.
+  uint32_t logits = kNoBuffer;
   std::vector<Instruction> sequences[kNumSequenceKinds];
 
   const std::vector<Instruction> &sequence(SequenceKind kind) const {
@@ -187,6 +200,15 @@ struct ModelMeta {
   uint64_t seed = 0;
   std::string planDescription; ///< Free text from the compiler.
   uint32_t worldSize = 1;
+  /// Model FLOPs of one optimizer step over all ranks (3x the forward, no
+  /// recomputation) and one rank's peak FLOP/s in the cluster's device
+  /// model: the runtime's MFU is flopsPerStep / step time / (world x peak).
+  /// 0 when unknown.
+  double flopsPerStep = 0.0;
+  double peakFlops = 0.0;
+  /// The model's Hugging Face config (config.json) as JSON text, for the
+  /// families that have one (gpt, llama); empty otherwise.
+  std::string hfConfig;
 };
 
 enum class OptimizerKind : uint8_t { Sgd = 0, AdamW = 1 };
@@ -219,6 +241,14 @@ struct Program {
 
   /// lossRanks, or its default when empty.
   std::vector<uint32_t> effectiveLossRanks() const;
+
+  /// The inference program for generation, when the model has one: one
+  /// rank, whole (unsharded) parameters by checkpoint name without
+  /// gradients or optimizer state, `tokens` and `positions` i32 [1, 1]
+  /// inputs, `logits` output, and a Microbatch sequence that runs the
+  /// forward for one new position (ExecContext::step = that position),
+  /// reading and extending the key/value caches kept in its arena.
+  std::optional<RankProgram> decode;
 };
 
 /// Serialises to the versioned file format, header and checksum included.

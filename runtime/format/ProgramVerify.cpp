@@ -26,9 +26,46 @@ namespace strata::rt {
 
 namespace {
 
-void verifyRank(const Program &program, const RankProgram &rank,
-                const std::string &where) {
-  const ModelMeta &m = program.meta;
+/// Replays `order` (sequence, times) through the rank's request slots:
+/// every start needs a free slot, every wait a busy one, and all slots are
+/// free at the end of the `what` (a step, an evaluation).
+void replaySlots(const RankProgram &rank, const std::string &where,
+                 const std::vector<std::pair<SequenceKind, int>> &order,
+                 const char *what) {
+  std::vector<int> busy(kNumRequestSlots, -1);
+  std::vector<SequenceKind> busyKind(kNumRequestSlots);
+  for (auto [kind, times] : order) {
+    for (int t = 0; t < times; ++t) {
+      const auto &seq = rank.sequence(kind);
+      for (size_t i = 0; i < seq.size(); ++i) {
+        int64_t slot;
+        SlotUse use = slotUse(seq[i], &slot);
+        if (use == SlotUse::Start && busy[slot] >= 0)
+          fail(where, " sequence ", sequenceName(kind), " instruction ", i,
+               ": slot ", slot, " is still in use by instruction ", busy[slot],
+               " of ", sequenceName(busyKind[slot]), "; wait on it first");
+        if (use == SlotUse::Wait && busy[slot] < 0)
+          fail(where, " sequence ", sequenceName(kind), " instruction ", i,
+               ": wait on slot ", slot, ", which holds no request");
+        if (use == SlotUse::Start) {
+          busy[slot] = int(i);
+          busyKind[slot] = kind;
+        } else if (use == SlotUse::Wait) {
+          busy[slot] = -1;
+        }
+      }
+    }
+  }
+  for (int64_t slot = 0; slot < kNumRequestSlots; ++slot)
+    if (busy[slot] >= 0)
+      fail(where, ": slot ", slot, " started by instruction ", busy[slot],
+           " of ", sequenceName(busyKind[slot]), " is never waited on within ",
+           std::string(what) == "step" ? "the step" : "an evaluation");
+}
+
+/// Buffer names unique, shapes valid, every buffer inside the arena and
+/// aligned to its element size.
+void verifyBuffers(const RankProgram &rank, const std::string &where) {
   if (rank.arenaBytes > (uint64_t(1) << 48))
     fail(where, ": arena of ", rank.arenaBytes, " bytes is implausibly large");
   std::set<std::string> names;
@@ -45,6 +82,12 @@ void verifyRank(const Program &program, const RankProgram &rank,
            b.offset + b.byteSize(), ") lies outside the arena of ",
            rank.arenaBytes, " bytes");
   }
+}
+
+void verifyRank(const Program &program, const RankProgram &rank,
+                const std::string &where) {
+  const ModelMeta &m = program.meta;
+  verifyBuffers(rank, where);
   auto expectBuffer = [&](uint32_t id, const char *role, DType dtype,
                           int64_t elements) {
     if (id >= rank.buffers.size())
@@ -157,6 +200,7 @@ void verifyRank(const Program &program, const RankProgram &rank,
 
   // Request slots: replay one step in execution order; every start needs a
   // free slot, every wait a busy one, and a step ends with all slots free.
+  // An evaluation is replayed the same way on its own.
   std::vector<std::pair<SequenceKind, int>> order;
   order.push_back({SequenceKind::StepBegin, 1});
   if (!rank.sequence(SequenceKind::Schedule).empty()) {
@@ -170,35 +214,64 @@ void verifyRank(const Program &program, const RankProgram &rank,
       order.push_back({SequenceKind::LastMicrobatch, 1});
   }
   order.push_back({SequenceKind::Update, 1});
-  std::vector<int> busy(kNumRequestSlots, -1);
-  std::vector<SequenceKind> busyKind(kNumRequestSlots);
-  for (auto [kind, times] : order) {
-    for (int t = 0; t < times; ++t) {
-      const auto &seq = rank.sequence(kind);
-      for (size_t i = 0; i < seq.size(); ++i) {
-        int64_t slot;
-        SlotUse use = slotUse(seq[i], &slot);
-        if (use == SlotUse::Start && busy[slot] >= 0)
-          fail(where, " sequence ", sequenceName(kind), " instruction ", i,
-               ": slot ", slot, " is still in use by instruction ", busy[slot],
-               " of ", sequenceName(busyKind[slot]), "; wait on it first");
-        if (use == SlotUse::Wait && busy[slot] < 0)
-          fail(where, " sequence ", sequenceName(kind), " instruction ", i,
-               ": wait on slot ", slot, ", which holds no request");
-        if (use == SlotUse::Start) {
-          busy[slot] = int(i);
-          busyKind[slot] = kind;
-        } else if (use == SlotUse::Wait) {
-          busy[slot] = -1;
-        }
-      }
-    }
+  replaySlots(rank, where, order, "step");
+  replaySlots(rank, where,
+              {{SequenceKind::Eval, 2}, {SequenceKind::EvalSchedule, 1}},
+              "evaluation");
+}
+
+/// The inference program: one rank of whole parameters without gradients
+/// or optimizer state, [1, 1] inputs, [1, vocab] logits, one sequence of
+/// local instructions (no collectives, no requests).
+void verifyDecode(const Program &program, const RankProgram &rank,
+                  const std::string &source) {
+  std::string where = source + ": inference program";
+  verifyBuffers(rank, where);
+  auto expectBuffer = [&](uint32_t id, const char *role, DType dtype,
+                          int64_t elements) {
+    if (id >= rank.buffers.size())
+      fail(where, ": the ", role, " buffer is missing");
+    const BufferDesc &b = rank.buffers[id];
+    if (b.dtype != dtype || b.numElements() != elements)
+      fail(where, ": the ", role, " buffer '", b.name, "' must be ",
+           dtypeName(dtype), " with ", elements, " elements");
+  };
+  expectBuffer(rank.tokens, "tokens", DType::I32, 1);
+  if (rank.positions != kNoBuffer)
+    expectBuffer(rank.positions, "positions", DType::I32, 1);
+  expectBuffer(rank.logits, "logits", DType::F32, program.meta.vocab);
+  if (rank.targets != kNoBuffer || rank.loss != kNoBuffer ||
+      rank.gradSumSq != kNoBuffer)
+    fail(where, ": has training inputs or outputs");
+  std::set<std::string> names;
+  for (const ParamDesc &p : rank.params) {
+    if (!names.insert(p.name).second)
+      fail(where, ": parameter '", p.name, "' appears twice");
+    if (p.value >= rank.buffers.size() ||
+        rank.buffers[p.value].dtype != DType::F32)
+      fail(where, ": parameter '", p.name, "' needs an f32 value buffer");
+    if (p.grad != kNoBuffer || !p.state.empty() || p.valueSharded ||
+        !p.globalShape.empty())
+      fail(where, ": parameter '", p.name,
+           "' must be whole, without gradient or optimizer state");
+    if (!p.checkpointShape.empty() &&
+        shapeElements(p.checkpointShape) != rank.buffers[p.value].numElements())
+      fail(where, ": parameter '", p.name,
+           "' checkpoint shape does not match its value buffer");
   }
-  for (int64_t slot = 0; slot < kNumRequestSlots; ++slot)
-    if (busy[slot] >= 0)
-      fail(where, ": slot ", slot, " started by instruction ", busy[slot],
-           " of ", sequenceName(busyKind[slot]),
-           " is never waited on within the step");
+  for (int k = 0; k < kNumSequenceKinds; ++k)
+    if (k != int(SequenceKind::Microbatch) && !rank.sequences[k].empty())
+      fail(where, ": only the microbatch sequence may be non-empty");
+  std::vector<ProcessGroup> noGroups;
+  VerifyEnv env{&program.meta, &noGroups, 0};
+  const auto &seq = rank.sequence(SequenceKind::Microbatch);
+  for (size_t i = 0; i < seq.size(); ++i) {
+    std::string error = verifyInstruction(seq[i], rank.buffers, &env);
+    if (error.empty() && slotUse(seq[i]) != SlotUse::None)
+      error = "requests are not allowed in an inference program";
+    if (!error.empty())
+      fail(where, " instruction ", i, ": ", error);
+  }
 }
 
 /// One rank's persistent values of a parameter: a flat range of its box.
@@ -407,6 +480,8 @@ void verifyProgram(const Program &program, const std::string &source) {
   for (const RankProgram &rank : program.ranks)
     verifyRank(program, rank, source + ": rank " + std::to_string(rank.rank));
   verifyValueShards(program, source);
+  if (program.decode)
+    verifyDecode(program, *program.decode, source);
 }
 
 } // namespace strata::rt

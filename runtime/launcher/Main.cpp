@@ -5,17 +5,22 @@
 //===----------------------------------------------------------------------===//
 //
 // `strata compile` copies this executable and appends a program (Bundle.h);
-// running the copy trains. `--program FILE` runs a program file instead.
+// running the copy trains (or, with --generate, samples from trained
+// weights). `--program FILE` runs a program file instead.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/LrSchedule.h"
+#include "runtime/core/RunDirectory.h"
 #include "runtime/core/Trainer.h"
 #include "runtime/format/Bundle.h"
+#include "runtime/launcher/Launcher.h"
 #include "runtime/launcher/StepLog.h"
 #include "runtime/mpi/MpiBackend.h"
 #include "runtime/support/Error.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -23,7 +28,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <csignal>
 #include <map>
 #include <unistd.h>
 
@@ -31,21 +38,7 @@ using namespace strata::rt;
 
 namespace {
 
-struct Options {
-  std::string program;
-  int64_t steps = -1;
-  std::string data;
-  std::string dataDType = "uint16";
-  std::string init;
-  std::string log;
-  std::string save;
-  int64_t saveEvery = 0;
-  std::string resume;
-  int64_t seed = -1;
-  int threads = 1;
-  int64_t printEvery = 0;
-  bool info = false;
-};
+
 
 std::string formatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0)
@@ -101,8 +94,50 @@ int64_t modelParameterCount(const Program &p) {
   return total;
 }
 
-void printInfo(const Program &p, const std::string &source) {
+const char *scheduleName(LrScheduleKind kind) {
+  return kind == LrScheduleKind::Cosine   ? "cosine"
+         : kind == LrScheduleKind::Linear ? "linear"
+                                          : "constant";
+}
+
+/// Applies the run-time overrides of training settings that do not change
+/// the program (the optimizer kernels read the learning rate of each step
+/// from the step context). Throws RuntimeError naming a bad flag.
+void applyOverrides(const Options &opt, int64_t totalSteps,
+                    TrainConfig &train) {
+  auto check = [](double v, const char *flag) {
+    if (!std::isfinite(v) || v < 0)
+      fail(flag, " ", v, ": must be a finite number >= 0");
+    return v;
+  };
+  if (opt.lr)
+    train.lr = check(*opt.lr, "--lr");
+  if (opt.minLr)
+    train.minLr = check(*opt.minLr, "--min-lr");
+  if (opt.warmupSteps)
+    train.warmupSteps = *opt.warmupSteps;
+  if (opt.lrDecaySteps)
+    train.totalSteps = *opt.lrDecaySteps;
+  if (!opt.lrSchedule.empty()) {
+    train.schedule = opt.lrSchedule == "cosine"   ? LrScheduleKind::Cosine
+                     : opt.lrSchedule == "linear" ? LrScheduleKind::Linear
+                                                  : LrScheduleKind::Constant;
+    // A decay needs an end: the run's length unless given.
+    if (train.schedule != LrScheduleKind::Constant && train.totalSteps == 0)
+      train.totalSteps = totalSteps;
+  }
+  if (train.schedule != LrScheduleKind::Constant && train.totalSteps == 0)
+    fail("--lr-schedule ", scheduleName(train.schedule),
+         " needs --lr-decay-steps N (the step where it reaches --min-lr)");
+}
+
+void printInfo(const Program &p, const std::string &source, const Options &opt,
+               int64_t totalSteps, uint64_t seed) {
   const ModelMeta &m = p.meta;
+  const TrainConfig &t = p.train;
+  auto flagged = [](bool set, const char *flag) {
+    return set ? std::string(" (") + flag + ")" : std::string();
+  };
   std::printf("program: %s\n", source.c_str());
   std::printf("model: %s, vocab %lld, seq_len %lld\n", m.family.c_str(),
               (long long)m.vocab, (long long)m.seqLen);
@@ -110,9 +145,47 @@ void printInfo(const Program &p, const std::string &source) {
               "replica\n",
               (long long)m.globalBatch, (long long)m.numMicrobatches,
               (long long)m.microBatch);
-  std::printf("world size: %u, seed %llu\n", m.worldSize,
-              (unsigned long long)m.seed);
+  std::printf("world size: %u, seed %llu%s\n", m.worldSize,
+              (unsigned long long)seed, flagged(opt.seed >= 0, "--seed").c_str());
   std::printf("plan: %s\n", m.planDescription.c_str());
+  // Settings a run may change without recompiling (docs/runtime.md).
+  std::printf("optimizer: %s, lr %g%s, weight decay %g, grad clip %g\n",
+              t.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd", t.lr,
+              flagged(bool(opt.lr), "--lr").c_str(), t.weightDecay,
+              t.gradClip);
+  std::printf("lr schedule: %s%s, warmup %lld steps%s, min lr %g%s, decay "
+              "steps %lld%s\n",
+              scheduleName(t.schedule),
+              flagged(!opt.lrSchedule.empty(), "--lr-schedule").c_str(),
+              (long long)t.warmupSteps,
+              flagged(bool(opt.warmupSteps), "--warmup-steps").c_str(),
+              t.minLr, flagged(bool(opt.minLr), "--min-lr").c_str(),
+              (long long)t.totalSteps,
+              flagged(bool(opt.lrDecaySteps), "--lr-decay-steps").c_str());
+  std::printf("steps: %lld%s, data order %s\n", (long long)totalSteps,
+              opt.steps >= 0 ? " (--steps)" : " (the program's default)",
+              opt.dataOrder.empty() ? "random (default)"
+                                    : opt.dataOrder.c_str());
+  if (opt.evalEvery > 0 || !opt.evalData.empty())
+    std::printf("eval: %s, %lld batches%s\n",
+                opt.evalEvery > 0
+                    ? ("every " + std::to_string(opt.evalEvery) +
+                       " steps and at the end")
+                          .c_str()
+                    : "at the end",
+                (long long)opt.evalBatches,
+                opt.saveBest ? ", best checkpoint kept" : "");
+  if (!opt.save.empty())
+    std::printf("save: %s%s%s\n", opt.save.c_str(),
+                opt.saveEvery > 0
+                    ? (", every " + std::to_string(opt.saveEvery) + " steps")
+                          .c_str()
+                    : ", at the end",
+                opt.keepLast > 0
+                    ? (", keep last " + std::to_string(opt.keepLast)).c_str()
+                    : "");
+  std::printf("generation: %s\n",
+              p.decode ? "yes (--generate N)" : "no inference program");
   for (const ProcessGroup &g : p.groups) {
     std::printf("group %s:", g.name.c_str());
     for (uint32_t r : g.ranks)
@@ -232,6 +305,36 @@ TestFailure parseTestFailure() {
   return f;
 }
 
+/// The signal that asked the job to stop (SIGTERM, SIGINT), or 0.
+volatile std::sig_atomic_t stopSignal = 0;
+
+extern "C" void onStopSignal(int signal) { stopSignal = signal; }
+
+/// Asks every rank to finish its step, checkpoint and exit 0 on SIGTERM
+/// or SIGINT; a second signal has the default effect (SA_RESETHAND).
+void installStopHandlers() {
+  struct sigaction action {};
+  action.sa_handler = onStopSignal;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGINT, &action, nullptr);
+}
+
+/// Refuses a --log that names one of the run's inputs: a new log starts
+/// empty.
+void checkLogIsNotAnInput(const Options &opt, const std::string &self) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(opt.log, ec))
+    return;
+  for (const std::string &input :
+       {opt.data, opt.evalData, opt.init, opt.program, self})
+    if (!input.empty() && fs::equivalent(opt.log, input, ec))
+      fail("--log ", opt.log, ": is ", input,
+           ", an input of this run; choose another path for the log");
+}
+
 int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   const int rank = comms ? comms->worldRank() : 0;
   const int world = comms ? comms->worldSize() : 1;
@@ -259,10 +362,27 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   } catch (const RuntimeError &e) {
     throw CollectiveError(e.what());
   }
+  uint64_t seed = opt.seed >= 0 ? uint64_t(opt.seed) : program.meta.seed;
+  int64_t totalSteps = opt.steps >= 0 ? opt.steps : program.train.defaultSteps;
+  try {
+    applyOverrides(opt, totalSteps, program.train);
+  } catch (const RuntimeError &e) {
+    throw CollectiveError(e.what());
+  }
   if (opt.info) {
     if (rank == 0)
-      printInfo(program, source);
+      printInfo(program, source, opt, totalSteps, seed);
     return 0;
+  }
+  if (opt.generate > 0) {
+    // One process samples, whatever the training plan.
+    if (rank != 0)
+      return 0;
+    try {
+      return runGenerate(program, opt);
+    } catch (const RuntimeError &e) {
+      throw CollectiveError(e.what());
+    }
   }
   const ModelMeta meta = program.meta;
   if (int64_t(meta.worldSize) != world)
@@ -276,41 +396,46 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   if (!comms)
     comms = createSingleRankBackend();
 
-  uint64_t seed = opt.seed >= 0 ? uint64_t(opt.seed) : meta.seed;
-  int64_t totalSteps = opt.steps >= 0 ? opt.steps : program.train.defaultSteps;
   if (totalSteps < 1)
     throw CollectiveError(
         opt.steps >= 0
             ? "--steps must be >= 1, got " + std::to_string(opt.steps)
             : "the program's default step count is " +
                   std::to_string(totalSteps) + "; pass --steps N (N >= 1)");
+  if (opt.evalEvery > 0 && opt.evalData.empty())
+    throw CollectiveError("--eval-every needs --eval-data FILE (the "
+                          "validation tokens, e.g. nanoGPT's val.bin)");
+  if (opt.saveBest && (opt.save.empty() || opt.evalData.empty()))
+    throw CollectiveError("--save-best needs --save DIR and --eval-data FILE");
+  if (opt.evalBatches < 1)
+    throw CollectiveError("--eval-batches must be >= 1");
 
   // Check every input before the first step, so a bad flag fails fast, and
   // on every rank before any collective, so a failure cannot strand a rank.
-  std::optional<TokenData> data;
+  TokenFileDType dtype =
+      opt.dataDType == "uint32" ? TokenFileDType::U32 : TokenFileDType::U16;
+  std::optional<TokenData> data, evalData;
   agree(*comms, [&] {
-    if (rank == 0 && !opt.log.empty())
+    if (rank == 0 && !opt.log.empty()) {
       checkLogPath(opt.log);
-    if (!opt.save.empty()) {
-      namespace fs = std::filesystem;
-      std::error_code ec;
-      fs::path target(opt.save);
-      if (fs::exists(target, ec) && !isCheckpointDirectory(opt.save))
-        fail("--save ", opt.save,
-             ": exists and is not a Strata checkpoint; "
-             "choose another directory");
-      fs::path parent = fs::absolute(target, ec).parent_path();
-      if (!fs::is_directory(parent, ec))
-        fail("--save ", opt.save, ": the parent directory ", parent.string(),
-             " does not exist");
+      checkLogIsNotAnInput(opt, source);
     }
-    if (!opt.data.empty()) {
-      TokenFileDType dtype =
-          opt.dataDType == "uint32" ? TokenFileDType::U32 : TokenFileDType::U16;
-      data.emplace(
-          TokenData::loadFile(opt.data, dtype, meta.vocab, meta.seqLen));
-    } else {
-      data.emplace(TokenData::synthetic(seed, meta.vocab, meta.seqLen));
+    if (!opt.save.empty())
+      checkRunDirectory(opt.save);
+    if (!opt.data.empty())
+      data.emplace(TokenData::loadFile(opt.data, dtype, meta.vocab,
+                                       meta.seqLen));
+    if (!opt.evalData.empty()) {
+      try {
+        evalData.emplace(TokenData::loadFile(opt.evalData, dtype, meta.vocab,
+                                             meta.seqLen));
+      } catch (const RuntimeError &e) {
+        std::string message = e.what();
+        // The reader names the flag --data; this file is --eval-data's.
+        if (message.rfind("--data ", 0) == 0)
+          message = "--eval-data " + message.substr(7);
+        fail(message);
+      }
     }
   });
 
@@ -338,25 +463,108 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
              trainer.step(), " to train further");
     }
   });
+  // The data order: the flag, else the checkpoint's, else nanoGPT's random
+  // windows.
+  if (!opt.dataOrder.empty())
+    trainer.setDataOrder(opt.dataOrder == "sequential" ? DataOrder::Sequential
+                                                       : DataOrder::Random);
+  else if (opt.resume.empty() || !trainer.checkpointHadDataOrder())
+    trainer.setDataOrder(opt.resume.empty() ? DataOrder::Random
+                                            : trainer.dataOrder());
+  // The synthetic stream follows the run's seed (the checkpoint's when
+  // resumed).
+  if (!data)
+    data.emplace(
+        TokenData::synthetic(trainer.seed(), meta.vocab, meta.seqLen));
+
   // Only rank 0 reports; the others compute the same global numbers.
-  StepLog log(rank == 0 ? opt.log : std::string());
-  bool tty = ::isatty(2);
+  StepLog log;
   int64_t first = trainer.step();
+  agree(*comms, [&] {
+    if (rank == 0)
+      log.open(opt.log, first);
+  });
+  bool tty = ::isatty(2);
   int64_t toRun = std::max<int64_t>(0, totalSteps - first);
   int64_t printEvery =
       opt.printEvery > 0 ? opt.printEvery : (toRun <= 100 ? 1 : 10);
   if (rank == 0)
-    std::fprintf(stderr, "strata: %s model, %s parameters, %d rank%s, data: %s, %s\n",
-                 meta.family.c_str(),
-                 formatCount(modelParameterCount(trainer.program())).c_str(),
-                 world, world == 1 ? "" : "s", data->description().c_str(),
-                 first == 0
-                     ? ("steps 1.." + std::to_string(totalSteps)).c_str()
-                     : ("steps " + std::to_string(first + 1) + ".." +
-                        std::to_string(totalSteps) + " (resumed after step " +
-                        std::to_string(first) + ")")
-                           .c_str());
-  double elapsed = 0.0;
+    std::fprintf(
+        stderr, "strata: %s model, %s parameters, %d rank%s, data: %s (%s), %s\n",
+        meta.family.c_str(),
+        formatCount(modelParameterCount(trainer.program())).c_str(), world,
+        world == 1 ? "" : "s", data->description().c_str(),
+        dataOrderName(trainer.dataOrder()),
+        first == 0 ? ("steps 1.." + std::to_string(totalSteps)).c_str()
+                   : ("steps " + std::to_string(first + 1) + ".." +
+                      std::to_string(totalSteps) + " (resumed after step " +
+                      std::to_string(first) + ")")
+                         .c_str());
+  installStopHandlers();
+
+  // The best evaluation loss so far (a resumed run reads it back).
+  namespace fs = std::filesystem;
+  fs::path bestRecord = fs::path(opt.save) / "best.json";
+  double bestEval = INFINITY;
+  if (opt.saveBest) {
+    std::ifstream in(bestRecord);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.is_object())
+      bestEval = j.value("eval_loss", double(INFINITY));
+  }
+  std::string lastCheckpoint;
+  int64_t savedStep = -1;
+  auto saveStep = [&](int64_t step) {
+    std::string name = stepCheckpointName(step);
+    trainer.saveCheckpoint((fs::path(opt.save) / name).string());
+    agree(*comms, [&] {
+      if (rank != 0)
+        return;
+      pointLatestAt(opt.save, name);
+      for (const std::string &gone : pruneCheckpoints(opt.save, opt.keepLast))
+        (void)gone;
+    });
+    lastCheckpoint = (fs::path(opt.save) / name).string();
+    savedStep = step;
+  };
+
+  auto evaluate = [&](int64_t step) {
+    EvalStats e = trainer.evaluate(*evalData, opt.evalBatches);
+    bool best = e.loss < bestEval;
+    if (best)
+      bestEval = e.loss;
+    if (best && opt.saveBest) {
+      trainer.saveCheckpoint((fs::path(opt.save) / "best").string());
+      agree(*comms, [&] {
+        if (rank != 0)
+          return;
+        std::string text = nlohmann::json{{"step", step}, {"eval_loss", e.loss}}
+                               .dump() +
+                           "\n";
+        writeFileAtomically(bestRecord.string(),
+                            std::vector<uint8_t>(text.begin(), text.end()),
+                            false);
+      });
+    }
+    if (rank != 0)
+      return;
+    log.write({{"step", step},
+               {"eval_loss", e.loss},
+               {"eval_batches", e.batches},
+               {"eval_tokens", e.tokens},
+               {"eval_time_s", e.seconds},
+               {"best", best},
+               {"time", utcTimestamp()}});
+    std::fprintf(stderr, "%sstep %lld: eval loss %.6f over %lld batches%s\n",
+                 tty ? "\n" : "", (long long)step, e.loss,
+                 (long long)e.batches,
+                 best && opt.saveBest ? " (best; saved)" : "");
+  };
+
+  auto wallStart = std::chrono::steady_clock::now();
+  double elapsed = 0.0, lastLoss = NAN;
+  int64_t ran = 0;
+  bool stopped = false;
   for (int64_t i = 0; i < toRun; ++i) {
     if (testFailure.rank == rank && testFailure.step == trainer.step()) {
       std::fprintf(stderr,
@@ -366,7 +574,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
       std::fflush(stderr);
       ::_exit(3);
     }
-    StepStats s = trainer.runStep(*data);
+    StepStats s = trainer.runStep(*data, stopSignal != 0);
     // The loss is the same on every rank, so all of them stop here.
     if (!std::isfinite(s.loss))
       throw CollectiveError(
@@ -375,34 +583,102 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
           "; training diverged (lower the learning rate or enable gradient "
           "clipping)");
     elapsed += s.seconds;
-    if (!opt.save.empty() && opt.saveEvery > 0 &&
-        (s.step + 1) % opt.saveEvery == 0 && i + 1 != toRun)
-      trainer.saveCheckpoint(opt.save);
-    if (rank != 0)
-      continue;
-    log.write(s, meta.globalBatch);
-    double tokPerS = s.seconds > 0 ? s.tokens / s.seconds : 0.0;
-    double eta = elapsed / double(i + 1) * double(toRun - i - 1);
-    if (tty) {
-      std::fprintf(stderr,
-                   "\rstep %lld/%lld | loss %.4f | lr %.3g | %.0f tok/s | "
-                   "ETA %s   ",
-                   (long long)s.step + 1, (long long)totalSteps, s.loss, s.lr,
-                   tokPerS, formatDuration(eta).c_str());
-      if (i + 1 == toRun)
-        std::fprintf(stderr, "\n");
-    } else if ((i + 1) % printEvery == 0 || i + 1 == toRun) {
-      std::fprintf(stderr,
-                   "step %lld/%lld loss %.6f lr %.6g grad_norm %.4g "
-                   "tok/s %.0f eta %s\n",
-                   (long long)s.step + 1, (long long)totalSteps, s.loss, s.lr,
-                   s.gradNorm.value_or(NAN), tokPerS,
-                   formatDuration(eta).c_str());
+    lastLoss = s.loss;
+    ++ran;
+    int64_t step = s.step + 1;
+    bool last = i + 1 == toRun;
+    if (rank == 0) {
+      double tokPerS = s.seconds > 0 ? s.tokens / s.seconds : 0.0;
+      double eta = elapsed / double(i + 1) * double(toRun - i - 1);
+      std::optional<double> mfu;
+      if (meta.flopsPerStep > 0 && meta.peakFlops > 0 && s.seconds > 0)
+        mfu = meta.flopsPerStep / s.seconds / (double(world) * meta.peakFlops);
+      log.write({{"step", step},
+                 {"loss", s.loss},
+                 {"lr", s.lr},
+                 {"grad_norm", s.gradNorm ? nlohmann::ordered_json(*s.gradNorm)
+                                          : nlohmann::ordered_json()},
+                 {"step_time_s", s.seconds},
+                 {"tokens_per_s", tokPerS},
+                 {"tokens", s.tokens},
+                 {"samples_seen", trainer.dataPosition()},
+                 {"mfu", mfu ? nlohmann::ordered_json(*mfu) : nlohmann::ordered_json()},
+                 {"memory_bytes", int64_t(s.memoryBytes)},
+                 {"time", utcTimestamp()}});
+      if (tty) {
+        std::fprintf(stderr,
+                     "\rstep %lld/%lld | loss %.4f | lr %.3g | %.0f tok/s | "
+                     "ETA %s   ",
+                     (long long)step, (long long)totalSteps, s.loss, s.lr,
+                     tokPerS, formatDuration(eta).c_str());
+        if (last || s.stopRequested)
+          std::fprintf(stderr, "\n");
+      } else if ((i + 1) % printEvery == 0 || last || s.stopRequested) {
+        std::fprintf(stderr,
+                     "step %lld/%lld loss %.6f lr %.6g grad_norm %.4g "
+                     "tok/s %.0f eta %s\n",
+                     (long long)step, (long long)totalSteps, s.loss, s.lr,
+                     s.gradNorm.value_or(NAN), tokPerS,
+                     formatDuration(eta).c_str());
+      }
     }
+    if (s.stopRequested) {
+      stopped = true;
+      break;
+    }
+    if (evalData && ((opt.evalEvery > 0 && step % opt.evalEvery == 0) || last))
+      evaluate(step);
+    if (!opt.save.empty() && opt.saveEvery > 0 && step % opt.saveEvery == 0 &&
+        !last)
+      saveStep(step);
   }
-  if (!opt.save.empty())
-    trainer.saveCheckpoint(opt.save);
-  agree(*comms, [&] { log.finish(); });
+  if (!opt.save.empty() && savedStep != trainer.step())
+    saveStep(trainer.step());
+
+  double wall = std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - wallStart)
+                    .count();
+  if (rank == 0) {
+    int64_t tokens = ran * meta.globalBatch * meta.seqLen;
+    double meanTokPerS = elapsed > 0 ? double(tokens) / elapsed : 0.0;
+    const char *signalName = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
+    nlohmann::ordered_json summary = {
+        {"first_step", first + 1},
+        {"last_step", trainer.step()},
+        {"steps_run", ran},
+        {"time_s", wall},
+        {"train_time_s", elapsed},
+        {"mean_tokens_per_s", meanTokPerS},
+        {"final_loss", ran > 0 ? nlohmann::ordered_json(lastLoss) : nlohmann::ordered_json()},
+        {"best_eval_loss",
+         std::isfinite(bestEval) ? nlohmann::ordered_json(bestEval) : nlohmann::ordered_json()},
+        {"checkpoint", lastCheckpoint.empty() ? nlohmann::ordered_json()
+                                              : nlohmann::ordered_json(lastCheckpoint)},
+        {"stopped_by", stopped ? nlohmann::ordered_json(signalName) : nlohmann::ordered_json()},
+        {"time", utcTimestamp()}};
+    log.write({{"summary", summary}});
+    std::string where =
+        lastCheckpoint.empty()
+            ? std::string("no checkpoint (no --save)")
+            : "checkpoint " + lastCheckpoint + " (resume with --resume " +
+                  opt.save + ")";
+    if (stopped)
+      std::fprintf(stderr,
+                   "strata: %s received: stopped after step %lld of %lld; "
+                   "%s\n",
+                   signalName, (long long)trainer.step(),
+                   (long long)totalSteps, where.c_str());
+    std::fprintf(stderr,
+                 "strata: done: steps %lld..%lld (%lld run) in %s, %.0f "
+                 "tokens/s mean, final loss %.6f%s; %s\n",
+                 (long long)first + 1, (long long)trainer.step(),
+                 (long long)ran, formatDuration(wall).c_str(), meanTokPerS,
+                 lastLoss,
+                 std::isfinite(bestEval)
+                     ? (", best eval loss " + std::to_string(bestEval)).c_str()
+                     : "",
+                 where.c_str());
+  }
   return 0;
 }
 
@@ -428,12 +704,16 @@ int main(int argc, char **argv) {
       },
       "N>=0");
   CLI::App app{"Strata training binary: runs the compiled training program "
-               "embedded in this executable (or --program FILE)."};
+               "embedded in this executable (or --program FILE), or samples "
+               "from trained weights with --generate."};
   app.footer(
-      "Data: raw little-endian tokens (nanoGPT train.bin); sample k is "
-      "tokens[k*S .. k*S+S-1] -> tokens[k*S+1 .. k*S+S], step i uses samples "
-      "(i*B + j) mod n. Without --data a synthetic Markov stream from the "
-      "seed is used. See docs/runtime.md.");
+      "Data: raw little-endian tokens (nanoGPT train.bin). By default each "
+      "sample is a window of seq_len + 1 tokens at a random offset drawn from "
+      "the seed and the sample's number (nanoGPT's get_batch; resumed "
+      "exactly); --data-order sequential reads consecutive windows. Without "
+      "--data a synthetic Markov stream from the seed is used. SIGTERM or "
+      "SIGINT: every rank finishes its step, the job saves a checkpoint "
+      "(with --save) and exits 0. See docs/runtime.md.");
   app.add_option("--program", opt.program,
                  "Run this program file instead of the embedded one")
       ->check(CLI::ExistingFile);
@@ -443,30 +723,93 @@ int main(int argc, char **argv) {
       ->check(positive);
   app.add_option("--data", opt.data,
                  "Token file: raw little-endian uint16 (or --data-dtype)");
-  app.add_option("--data-dtype", opt.dataDType, "Token width of --data")
+  app.add_option("--data-dtype", opt.dataDType,
+                 "Token width of --data and --eval-data")
       ->check(CLI::IsMember({"uint16", "uint32"}));
+  app.add_option("--data-order", opt.dataOrder,
+                 "random (default; nanoGPT's random windows) or sequential "
+                 "(consecutive windows in file order); default on --resume: "
+                 "the checkpoint's")
+      ->check(CLI::IsMember({"random", "sequential"}));
+  app.add_option("--eval-data", opt.evalData,
+                 "Validation tokens (same format as --data): the loss on "
+                 "them is logged at --eval-every and at the end");
+  app.add_option("--eval-every", opt.evalEvery,
+                 "Evaluate every N steps (needs --eval-data)")
+      ->check(nonNegative);
+  app.add_option("--eval-batches", opt.evalBatches,
+                 "Global batches per evaluation (default 8; the same windows "
+                 "every time)")
+      ->check(positive);
   app.add_option("--init", opt.init,
-                 "Initial weights (safetensors, by parameter name)");
+                 "Initial weights: a safetensors file (Strata's or Hugging "
+                 "Face's names) or a checkpoint directory of any plan");
   app.add_option("--log", opt.log,
-                 "Write one JSON object per step (step, loss, lr, grad_norm, "
-                 "step_time_s, tokens_per_s, ...)");
+                 "Append one JSON object per step (step, loss, lr, "
+                 "grad_norm, time, mfu, memory_bytes, ...), per evaluation "
+                 "and a summary; continued on --resume");
   app.add_option("--save", opt.save,
-                 "Save a checkpoint directory at the end (and every "
-                 "--save-every steps)");
+                 "Run directory: checkpoints DIR/step-N (at the end, every "
+                 "--save-every steps, on SIGTERM) and DIR/latest");
   app.add_option("--save-every", opt.saveEvery, "Checkpoint period in steps")
       ->check(nonNegative);
+  app.add_option("--keep-last", opt.keepLast,
+                 "Keep only the newest N step checkpoints (default: all)")
+      ->check(nonNegative);
+  app.add_flag("--save-best", opt.saveBest,
+               "Keep DIR/best, the checkpoint with the lowest eval loss");
   app.add_option("--resume", opt.resume,
-                 "Continue from a checkpoint directory written by --save");
+                 "Continue from a checkpoint (a run directory's latest, or a "
+                 "checkpoint directory), under this plan or another");
   app.add_option("--seed", opt.seed,
-                 "Seed for initialisation and synthetic data (default: the "
-                 "program's)")
+                 "Seed for initialisation, data sampling and synthetic data "
+                 "(default: the program's); with --generate, the sampling "
+                 "seed")
       ->check(nonNegative);
   app.add_option("--threads", opt.threads, "CPU threads (default 1)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--print-every", opt.printEvery,
                  "Progress line period when stderr is not a terminal")
       ->check(nonNegative);
-  app.add_flag("--info", opt.info, "Describe the program and exit");
+  app.add_flag("--info", opt.info,
+               "Describe the program and the run's settings and exit");
+  auto *overrides = app.add_option_group(
+      "Run-time settings", "Override the program's training settings "
+                           "without recompiling (shown by --info)");
+  overrides->add_option("--lr", opt.lr, "Base learning rate");
+  overrides->add_option("--lr-schedule", opt.lrSchedule,
+                        "constant, cosine or linear")
+      ->check(CLI::IsMember({"constant", "cosine", "linear"}));
+  overrides->add_option("--warmup-steps", opt.warmupSteps,
+                        "Linear warm-up steps")
+      ->check(nonNegative);
+  overrides->add_option("--min-lr", opt.minLr,
+                        "Where cosine/linear decay ends");
+  overrides->add_option("--lr-decay-steps", opt.lrDecaySteps,
+                        "Step where the decay reaches --min-lr (default for "
+                        "a schedule given here: --steps)")
+      ->check(nonNegative);
+  auto *generation = app.add_option_group(
+      "Generation", "Sample from trained weights (--init or --resume) with "
+                    "the program's inference program and a key/value cache");
+  generation->add_option("--generate", opt.generate,
+                         "Sample N new tokens and print them")
+      ->check(positive);
+  generation->add_option("--prompt", opt.prompt,
+                         "Prompt text (needs --tokenizer)");
+  generation->add_option("--prompt-ids", opt.promptIds,
+                         "Prompt as token ids, e.g. 464,3290");
+  generation->add_option("--tokenizer", opt.tokenizer,
+                         "Directory with GPT-2's vocab.json + merges.txt or "
+                         "encoder.json + vocab.bpe");
+  generation->add_option("--temperature", opt.temperature,
+                         "Softmax temperature (default 1; 0: greedy)")
+      ->check(CLI::Range(0.0, 1e6));
+  generation->add_option("--top-k", opt.topK,
+                         "Sample among the k most likely tokens (0: all)")
+      ->check(nonNegative);
+  generation->add_flag("--print-ids", opt.printIds,
+                       "Also print the token ids");
   CLI11_PARSE(app, argc, argv);
 
   // MPI only when an MPI launcher started us: a one-rank run without

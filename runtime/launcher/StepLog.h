@@ -4,8 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Header-only so that the launcher and its unit tests share it without a
-// library of their own.
+// One JSON object per line, appended and flushed as it happens, so the log
+// can be followed live (`tail -f`) and is kept whatever ends the run:
+//   training step  {"step": k, "loss": ..., "time": "...Z", "mfu": ..., ...}
+//   evaluation     {"step": k, "eval_loss": ..., ...}
+//   end of a run   {"summary": {...}}
+// A run resumed from step k with the same log keeps the records of steps
+// 1..k and drops later ones (they are about to be redone), so the log holds
+// each step once. Header-only so that the launcher and its tests share it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,10 +21,16 @@
 #include "runtime/core/Trainer.h"
 #include "runtime/support/Error.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,8 +43,8 @@ inline std::string directoryOf(const std::string &path) {
   return parent.empty() ? "." : parent;
 }
 
-/// Checks a --log path at start-up, so a run whose log could not be put in
-/// place fails before it trains rather than after.
+/// Checks a --log path at start-up, so a run whose log could not be written
+/// fails before it trains rather than after.
 inline void checkLogPath(const std::string &path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
@@ -51,88 +63,97 @@ inline void checkLogPath(const std::string &path) {
          "': ", std::strerror(errno));
 }
 
-/// One JSON object per step ("step": 1 for the first step, like the
-/// progress lines and the checkpoint's step count), written to a temporary sibling and renamed
-/// into place when the run ends, so a failed run leaves an old log intact.
+/// Now as ISO 8601 UTC with milliseconds: "2025-01-31T12:00:00.123Z".
+inline std::string utcTimestamp() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(
+                   now.time_since_epoch())
+                   .count() %
+               1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
 class StepLog {
 public:
   StepLog(const StepLog &) = delete;
   StepLog &operator=(const StepLog &) = delete;
-  explicit StepLog(const std::string &path) : path_(path) {
+  StepLog() = default;
+  /// Opens `path` (nothing when empty). `resumedStep` > 0: the run
+  /// continues a checkpoint of that step, and records of later steps are
+  /// dropped; 0: a new run, and the file starts empty.
+  void open(const std::string &path, int64_t resumedStep) {
     if (path.empty())
       return;
-    tmp_ = path + ".tmp-" + std::to_string(::getpid());
-    file_ = std::fopen(tmp_.c_str(), "w");
+    path_ = path;
+    if (resumedStep > 0)
+      keepUpTo(resumedStep);
+    file_ = std::fopen(path.c_str(), resumedStep > 0 ? "a" : "w");
     if (!file_)
-      fail("--log ", path, ": cannot create a file in directory '",
-           directoryOf(path), "': ", std::strerror(errno));
+      fail("--log ", path, ": cannot open for writing: ", std::strerror(errno));
   }
-  /// Reached without finish() only when the run failed: an existing log is
-  /// kept, and the partial one stays beside it; with no log there, the
-  /// partial one takes its place.
   ~StepLog() {
-    if (!file_)
-      return;
-    std::fclose(file_);
-    file_ = nullptr;
-    if (std::filesystem::exists(path_)) {
-      std::fprintf(stderr,
-                   "strata: --log %s kept; this run's partial log is %s\n",
-                   path_.c_str(), tmp_.c_str());
-      return;
-    }
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      std::fprintf(stderr,
-                   "strata: --log %s: cannot keep this run's partial log: "
-                   "%s\n",
-                   path_.c_str(), std::strerror(errno));
-      std::remove(tmp_.c_str());
-    }
+    if (file_)
+      std::fclose(file_);
   }
-  void write(const StepStats &s, int64_t globalBatch) {
+  bool enabled() const { return file_ != nullptr; }
+
+  /// Writes one record and flushes it; a write error is reported once on
+  /// stderr and the run goes on (the log is not worth the training).
+  void write(const nlohmann::ordered_json &record) {
     if (!file_)
       return;
-    std::fprintf(file_,
-                 "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
-                 "\"grad_norm\": ",
-                 (long long)s.step + 1, s.loss, s.lr);
-    if (s.gradNorm)
-      std::fprintf(file_, "%.9g", *s.gradNorm);
-    else
-      std::fprintf(file_, "null");
-    std::fprintf(file_,
-                 ", \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, "
-                 "\"tokens\": %lld, \"samples_seen\": %lld}\n",
-                 s.seconds, s.seconds > 0 ? s.tokens / s.seconds : 0.0,
-                 (long long)s.tokens, (long long)((s.step + 1) * globalBatch));
-    std::fflush(file_);
-  }
-  /// Puts the log in place. Throws (after removing the temporary) when it
-  /// cannot: the path was checked at start-up, so it changed under the run.
-  void finish() {
-    if (!file_)
-      return;
-    errno = 0;
-    bool written = !std::ferror(file_);
-    written = std::fclose(file_) == 0 && written;
-    file_ = nullptr;
-    int err = written ? 0 : (errno ? errno : EIO);
-    if (written && std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      err = errno;
-    if (err == 0)
-      return;
-    std::remove(tmp_.c_str());
-    struct stat st;
-    if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-      fail("--log ", path_,
-           ": is a directory now; expected a file path (the log is lost)");
-    fail("--log ", path_, ": cannot write the log: ", std::strerror(err),
-         " (the log is lost)");
+    std::string line = record.dump() + "\n";
+    if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
+        std::fflush(file_) != 0) {
+      if (!failed_)
+        std::fprintf(stderr, "strata: --log %s: cannot write: %s\n",
+                     path_.c_str(), std::strerror(errno));
+      failed_ = true;
+    }
   }
 
 private:
-  std::string path_, tmp_;
+  /// Rewrites the log without records of steps after `step` (and without a
+  /// torn last line), via a temporary sibling renamed over it.
+  void keepUpTo(int64_t step) {
+    std::ifstream in(path_);
+    if (!in)
+      return;
+    std::string kept, line;
+    while (std::getline(in, line)) {
+      nlohmann::json rec = nlohmann::json::parse(line, nullptr, false);
+      if (rec.is_discarded() || !rec.is_object())
+        continue;
+      int64_t at = rec.contains("step") && rec["step"].is_number_integer()
+                       ? rec["step"].get<int64_t>()
+                   : rec.contains("summary") && rec["summary"].is_object()
+                       ? rec["summary"].value("last_step", int64_t(0))
+                       : 0;
+      if (at <= step)
+        kept += line + "\n";
+    }
+    std::string tmp = path_ + ".tmp-" + std::to_string(::getpid());
+    FILE *out = std::fopen(tmp.c_str(), "w");
+    bool ok = out && std::fwrite(kept.data(), 1, kept.size(), out) ==
+                         kept.size();
+    ok = out && std::fclose(out) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      fail("--log ", path_, ": cannot rewrite it for the resumed run: ",
+           std::strerror(errno));
+    }
+  }
+
+  std::string path_;
   FILE *file_ = nullptr;
+  bool failed_ = false;
 };
 
 } // namespace strata::rt

@@ -13,6 +13,7 @@
 #include "compiler/planner/PlanAttr.h"
 #include "compiler/planner/PlanCommand.h"
 #include "frontends/import/ImportModel.h"
+#include "frontends/yaml/Presets.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -210,6 +211,40 @@ int runCompile(const CompileOptions &opts) {
   meta.numMicrobatches = plan.numMicrobatches;
   meta.worldSize = ranks;
   meta.planDescription = plan.summary();
+  // For the runtime's MFU: the planner's model FLOPs and its device peak.
+  const planner::Estimate &estimate = planned.plans[0].estimate;
+  meta.flopsPerStep = estimate.modelFlopsPerStep;
+  if (estimate.mfu > 0)
+    meta.peakFlops = estimate.tflopsPerDevice * 1e12 / estimate.mfu;
+  meta.hfConfig = frontend::hfConfigJson(*spec);
+
+  // Generation: the forward of one new position, with key/value caches.
+  std::optional<rt::RankProgram> decode;
+  if (spec->family == "gpt" || spec->family == "mlp") {
+    frontend::LoadOptions decodeLoad;
+    decodeLoad.batch = 1;
+    decodeLoad.decode = true;
+    std::optional<frontend::ModelSpec> decodeSpec =
+        loadSpec(opts.model, error, decodeLoad);
+    if (!decodeSpec) {
+      llvm::errs() << error << "\n";
+      return 1;
+    }
+    mlir::OwningOpRef<mlir::ModuleOp> decodeModule =
+        importModel(*decodeSpec, ctx);
+    if (!decodeModule)
+      return 1;
+    mlir::PassManager pm(&ctx, mlir::ModuleOp::getOperationName());
+    if (failed(mlir::parsePassPipeline("strata-decode-step", pm,
+                                       llvm::errs())) ||
+        failed(pm.run(*decodeModule)))
+      return 1;
+    mlir::FailureOr<rt::RankProgram> emitted =
+        emitDecodeProgram(*decodeModule, meta);
+    if (failed(emitted))
+      return 1;
+    decode = std::move(*emitted);
+  }
 
   EmitStats stats;
   std::vector<uint8_t> bytes;
@@ -283,7 +318,10 @@ int runCompile(const CompileOptions &opts) {
         lossRanks.push_back(r);
     }
     builder.setLossRanks(lossRanks);
-    bytes = builder.serialize();
+    rt::Program program = builder.finish();
+    program.decode = std::move(decode);
+    rt::verifyProgram(program, "strata compile");
+    bytes = rt::serializeProgram(program);
     rt::writeExecutable(launcher, bytes, opts.output);
   } catch (const rt::RuntimeError &e) {
     llvm::errs() << "error: " << e.what() << "\n";
