@@ -93,11 +93,18 @@ TEST_F(LauncherTest, EmbeddedProgramTrainsAndLogs) {
   std::string log = (dir / "log.jsonl").string();
   ASSERT_EQ(run(bin + " --steps 4 --log " + log), 0) << output;
   std::vector<std::string> entries = lines(readText(log));
-  ASSERT_EQ(entries.size(), 4u);
-  EXPECT_EQ(entries[0].rfind("{\"step\": 0, \"loss\": ", 0), 0u) << entries[0];
+  // Four steps, then the run's summary.
+  ASSERT_EQ(entries.size(), 5u);
+  EXPECT_EQ(entries[0].rfind("{\"step\":1,\"loss\":", 0), 0u) << entries[0];
   for (const char *key :
-       {"\"lr\"", "\"grad_norm\"", "\"step_time_s\"", "\"tokens_per_s\""})
+       {"\"lr\"", "\"grad_norm\"", "\"step_time_s\"", "\"tokens_per_s\"",
+        "\"time\"", "\"mfu\"", "\"memory_bytes\"", "\"samples_seen\""})
     EXPECT_NE(entries[3].find(key), std::string::npos) << key;
+  EXPECT_EQ(entries[4].rfind("{\"summary\":{\"first_step\":1,\"last_step\":4,"
+                             "\"steps_run\":4,",
+                             0),
+            0u)
+      << entries[4];
   EXPECT_NE(output.find("step 4/4"), std::string::npos) << output;
   ASSERT_EQ(run(bin + " --info"), 0);
   EXPECT_NE(output.find("hand-built MLP"), std::string::npos) << output;
@@ -111,11 +118,20 @@ TEST_F(LauncherTest, SaveResumeThroughTheCli) {
   ASSERT_EQ(run(base + " --steps 3 --save " + ck), 0) << output;
   ASSERT_EQ(run(base + " --steps 6 --resume " + ck + " --log " + part), 0)
       << output;
-  std::vector<std::string> a = lines(readText(full)), b = lines(readText(part));
+  // The step records (a summary closes each run).
+  auto steps = [](const std::vector<std::string> &all) {
+    std::vector<std::string> out;
+    for (const std::string &line : all)
+      if (line.find("\"loss\":") != std::string::npos)
+        out.push_back(line);
+    return out;
+  };
+  std::vector<std::string> a = steps(lines(readText(full))),
+                           b = steps(lines(readText(part)));
   ASSERT_EQ(a.size(), 6u);
   ASSERT_EQ(b.size(), 3u);
   auto lossOf = [](const std::string &line) {
-    size_t at = line.find("\"loss\": ");
+    size_t at = line.find("\"loss\":");
     return line.substr(at, line.find(',', at) - at);
   };
   for (int i = 0; i < 3; ++i)
@@ -206,8 +222,10 @@ TEST_F(LauncherTest, InitAndResumeOfTheWrongKindNameTheFlag) {
   std::string adir = (dir / "adir").string();
   fs::create_directories(adir);
   EXPECT_EQ(run(base + " --init " + adir), 1);
+  // A directory is a checkpoint to --init, and this one is none.
   EXPECT_NE(output.find("error: --init " + adir +
-                        ": not a regular file; expected a .safetensors file"),
+                        ": not a Strata checkpoint (no trainer.json or "
+                        "index.json) nor a run directory written by --save"),
             std::string::npos)
       << output;
   EXPECT_EQ(output.find("basic_filebuf"), std::string::npos) << output;
@@ -223,12 +241,12 @@ TEST_F(LauncherTest, InitAndResumeOfTheWrongKindNameTheFlag) {
       run(launcher + " --program " + programPath + " --steps 2 --save " + ck),
       0)
       << output;
-  fs::remove(dir / "ck" / "model.safetensors");
-  fs::create_directories(dir / "ck" / "model.safetensors");
+  fs::remove(dir / "ck" / "step-00000002" / "model.safetensors");
+  fs::create_directories(dir / "ck" / "step-00000002" / "model.safetensors");
   EXPECT_EQ(run(base + " --resume " + ck), 1);
   EXPECT_NE(output.find("error: --resume " + ck +
-                        "/model.safetensors: not a regular file; expected a "
-                        ".safetensors file"),
+                        "/step-00000002/model.safetensors: not a regular "
+                        "file; expected a .safetensors file"),
             std::string::npos)
       << output;
 }
@@ -242,14 +260,15 @@ TEST_F(LauncherTest, StepsMustLeaveSomethingToTrain) {
 
   std::string ck = (dir / "ck").string();
   ASSERT_EQ(run(base + " --steps 3 --save " + ck), 0) << output;
-  fs::file_time_type saved = fs::last_write_time(dir / "ck" / "trainer.json");
+  fs::file_time_type saved =
+      fs::last_write_time(dir / "ck" / "latest" / "trainer.json");
   EXPECT_EQ(run(base + " --steps 3 --resume " + ck + " --save " + ck), 1);
   EXPECT_NE(output.find("--steps 3: the checkpoint --resume " + ck +
                         " has already done 3 steps; pass --steps greater "
                         "than 3"),
             std::string::npos)
       << output;
-  EXPECT_EQ(fs::last_write_time(dir / "ck" / "trainer.json"), saved);
+  EXPECT_EQ(fs::last_write_time(dir / "ck" / "latest" / "trainer.json"), saved);
   EXPECT_EQ(run(base + " --steps 4 --resume " + ck), 0) << output;
 }
 

@@ -4,10 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/Random.h"
 #include "runtime/core/TokenData.h"
 #include "runtime/support/Error.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include <cmath>
 #include <filesystem>
@@ -47,7 +50,7 @@ protected:
   fs::path dir;
 };
 
-TEST_F(DataTest, SamplesFollowTheContract) {
+TEST_F(DataTest, SequentialSamplesFollowTheContract) {
   // tokens[i] = i, S = 4: 23 tokens -> n = 22 div 4 = 5 samples.
   std::vector<uint16_t> tokens(23);
   for (int i = 0; i < 23; ++i)
@@ -55,16 +58,50 @@ TEST_F(DataTest, SamplesFollowTheContract) {
   TokenData data =
       TokenData::loadFile(write(tokens), TokenFileDType::U16, 100, 4);
   EXPECT_EQ(data.numSamples(), 5);
-  const int64_t B = 3;
-  // Step 2, rows 1..2 of the step's list: samples (6+1)%5=2 and (6+2)%5=3.
+  // Samples 7 and 8 of the run are windows 7 % 5 = 2 and 8 % 5 = 3.
   std::vector<int32_t> in(8), out(8);
-  data.fillRows(2, B, 1, 2, in.data(), out.data());
+  data.fillSamples(7, 2, DataOrder::Sequential, 0, in.data(), out.data());
   EXPECT_EQ(in, (std::vector<int32_t>{8, 9, 10, 11, 12, 13, 14, 15}));
   EXPECT_EQ(out, (std::vector<int32_t>{9, 10, 11, 12, 13, 14, 15, 16}));
-  // Step 1 row 2: sample 5 % 5 = 0 wraps around.
-  data.fillRows(1, B, 2, 1, in.data(), out.data());
+  // Sample 5 wraps around to window 0.
+  data.fillSamples(5, 1, DataOrder::Sequential, 0, in.data(), out.data());
   EXPECT_EQ(in[0], 0);
   EXPECT_EQ(out[3], 4);
+}
+
+TEST_F(DataTest, RandomSamplesAreSeededWindowsAtAnyOffset) {
+  // tokens[i] = i: a window's first token is its offset.
+  const int64_t S = 8, len = 1000;
+  std::vector<uint16_t> tokens(len);
+  for (int i = 0; i < len; ++i)
+    tokens[i] = uint16_t(i);
+  TokenData data =
+      TokenData::loadFile(write(tokens), TokenFileDType::U16, 1000, S);
+  uint64_t key = sampleKey(42, SampleStream::Train);
+  EXPECT_NE(key, sampleKey(42, SampleStream::Eval));
+  EXPECT_NE(key, sampleKey(43, SampleStream::Train));
+  std::set<int64_t> starts;
+  bool unaligned = false;
+  std::vector<int32_t> in(S), out(S);
+  for (int64_t k = 0; k < 400; ++k) {
+    int64_t a = data.sampleStart(k, DataOrder::Random, key);
+    // The documented formula: floor(splitmix64(key + k) * (len - S) / 2^64).
+    uint64_t r = splitmix64(key + uint64_t(k));
+    EXPECT_EQ(a, int64_t((static_cast<unsigned __int128>(r) * (len - S)) >>
+                         64));
+    ASSERT_GE(a, 0);
+    ASSERT_LE(a + S, len - 1);
+    data.fillSamples(k, 1, DataOrder::Random, key, in.data(), out.data());
+    EXPECT_EQ(in[0], a);
+    EXPECT_EQ(out[S - 1], a + S);
+    starts.insert(a);
+    unaligned = unaligned || a % S != 0;
+  }
+  // Reproducible, spread over the file, not tied to multiples of S.
+  EXPECT_EQ(data.sampleStart(17, DataOrder::Random, key),
+            data.sampleStart(17, DataOrder::Random, key));
+  EXPECT_GT(starts.size(), 300u);
+  EXPECT_TRUE(unaligned);
 }
 
 TEST_F(DataTest, Uint32Tokens) {
@@ -72,9 +109,35 @@ TEST_F(DataTest, Uint32Tokens) {
   TokenData data =
       TokenData::loadFile(write(tokens), TokenFileDType::U32, 70001, 4);
   std::vector<int32_t> in(4), out(4);
-  data.fillRows(0, 1, 0, 1, in.data(), out.data());
+  data.fillSamples(0, 1, DataOrder::Sequential, 0, in.data(), out.data());
   EXPECT_EQ(in[0], 70000);
   EXPECT_EQ(out[3], 4);
+}
+
+TEST_F(DataTest, TokenWidthMismatchesAreDetected) {
+  // GPT-2 ids written as uint32 and read as uint16: t, 0, u, 0, ...
+  std::vector<uint32_t> wide(200);
+  for (int i = 0; i < 200; ++i)
+    wide[i] = uint32_t(100 + i * 7);
+  std::string path = write(wide);
+  std::string e = loadError(path, 50257, 8, TokenFileDType::U16);
+  EXPECT_NE(e.find("every second uint16 token is 0"), std::string::npos) << e;
+  EXPECT_NE(e.find("--data-dtype uint32"), std::string::npos) << e;
+  EXPECT_EQ(loadError(path, 50257, 8, TokenFileDType::U32), "");
+  // uint16 ids read as uint32: pairs of ids make values past the vocab.
+  std::vector<uint16_t> narrow(200);
+  for (int i = 0; i < 200; ++i)
+    narrow[i] = uint16_t(1 + i);
+  path = write(narrow);
+  e = loadError(path, 50257, 8, TokenFileDType::U32);
+  EXPECT_NE(e.find("looks like uint16 tokens: drop --data-dtype uint32"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(loadError(path, 50257, 8, TokenFileDType::U16), "");
+  // Real uint16 data with some zero ids is not mistaken for uint32.
+  for (int i = 0; i < 200; i += 4)
+    narrow[i + 1] = 0;
+  EXPECT_EQ(loadError(write(narrow), 50257, 8, TokenFileDType::U16), "");
 }
 
 TEST_F(DataTest, BadFilesAreClearErrors) {

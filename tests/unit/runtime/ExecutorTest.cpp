@@ -129,8 +129,8 @@ TEST(ExecutorTest, WholeProgramGradientMatchesFiniteDifferences) {
   TokenData data = TokenData::synthetic(3, config.vocab, config.seqLen);
   std::vector<int32_t> tokens(config.microBatch * config.seqLen),
       targets(tokens.size());
-  data.fillRows(0, config.microBatch, 0, config.microBatch, tokens.data(),
-                targets.data());
+  data.fillSamples(0, config.microBatch, DataOrder::Sequential, 0,
+                   tokens.data(), targets.data());
   device->upload(rp.buffers[rp.tokens].offset, tokens.data(),
                  tokens.size() * 4);
   device->upload(rp.buffers[rp.targets].offset, targets.data(),
