@@ -94,7 +94,7 @@ TEST_F(LauncherTest, EmbeddedProgramTrainsAndLogs) {
   ASSERT_EQ(run(bin + " --steps 4 --log " + log), 0) << output;
   std::vector<std::string> entries = lines(readText(log));
   ASSERT_EQ(entries.size(), 4u);
-  EXPECT_EQ(entries[0].rfind("{\"step\": 0, \"loss\": ", 0), 0u) << entries[0];
+  EXPECT_EQ(entries[0].rfind("{\"step\": 1, \"loss\": ", 0), 0u) << entries[0];
   for (const char *key :
        {"\"lr\"", "\"grad_norm\"", "\"step_time_s\"", "\"tokens_per_s\""})
     EXPECT_NE(entries[3].find(key), std::string::npos) << key;
