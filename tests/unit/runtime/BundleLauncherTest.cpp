@@ -106,8 +106,16 @@ TEST_F(LauncherTest, EmbeddedProgramTrainsAndLogs) {
             0u)
       << entries[4];
   EXPECT_NE(output.find("step 4/4"), std::string::npos) << output;
+  // The start-up line counts steps from 1 like the log and the progress
+  // lines, and names the parameter count, not the tensor count.
+  EXPECT_NE(output.find(" parameters, 1 rank, "), std::string::npos)
+      << output;
+  EXPECT_NE(output.find(", steps 1..4\n"), std::string::npos) << output;
   ASSERT_EQ(run(bin + " --info"), 0);
   EXPECT_NE(output.find("hand-built MLP"), std::string::npos) << output;
+  // --info names the executable, not /proc/self/exe.
+  EXPECT_NE(output.find("program: " + bin + "\n"), std::string::npos)
+      << output;
 }
 
 TEST_F(LauncherTest, SaveResumeThroughTheCli) {
@@ -115,8 +123,12 @@ TEST_F(LauncherTest, SaveResumeThroughTheCli) {
               part = (dir / "part.jsonl").string();
   std::string base = launcher + " --program " + programPath;
   ASSERT_EQ(run(base + " --steps 6 --log " + full), 0) << output;
+  EXPECT_NE(output.find(", steps 1..6\n"), std::string::npos) << output;
   ASSERT_EQ(run(base + " --steps 3 --save " + ck), 0) << output;
   ASSERT_EQ(run(base + " --steps 6 --resume " + ck + " --log " + part), 0)
+      << output;
+  EXPECT_NE(output.find(", steps 4..6 (resumed after step 3)\n"),
+            std::string::npos)
       << output;
   // The step records (a summary closes each run).
   auto steps = [](const std::vector<std::string> &all) {

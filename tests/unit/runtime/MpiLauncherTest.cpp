@@ -131,9 +131,8 @@ TEST_F(MpiLauncherTest, DeadRankEndsTheJobAndIsNamed) {
           .count();
   EXPECT_NE(rc, 0) << output;
   EXPECT_LT(seconds, 30.0);
-  // STRATA_TEST_FAIL names steps done (0-based); messages count from 1.
   EXPECT_NE(output.find("rank 1: STRATA_TEST_FAIL: exiting with status 3 at "
-                        "the start of step 3"),
+                        "the start of step 2"),
             std::string::npos)
       << output;
   // mpirun's own report names the process (rank 1 of the job).
