@@ -83,4 +83,5 @@ def setup(args):
     else:
         n = (args.steps + args.warmup) * t.global_batch * m.seq_len + 1
         tokens = make_inputs.make_tokens(n, m.vocab, args.seed)
-    return m, t, model, train.TokenBatches(np.asarray(tokens), m.seq_len, t.global_batch)
+    return m, t, model, train.TokenBatches(np.asarray(tokens), m.seq_len, t.global_batch,
+                                           seed=t.seed)

@@ -153,7 +153,7 @@ def runtime_cases(fx):
     run("--resume with another --seed", ["--resume", fx["ckpt"], "--seed", "99"],
         ["--seed", "99"])
     run("--save into a directory that is not a checkpoint", ["--save", "notackpt"],
-        ["--save", "notackpt", "not a Strata checkpoint"], save=False)
+        ["--save", "notackpt", "not a Strata run directory", "notes.txt"], save=False)
     run("--save onto an existing file", ["--save", "precious.jsonl"],
         ["--save", "precious.jsonl"], save=False)
 

@@ -12,7 +12,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import Session, expect_error  # noqa: E402
+from e2e_common import latest, Session, expect_error  # noqa: E402
 
 S = Session(__doc__)
 
@@ -26,7 +26,7 @@ def cases():
     S.write_text(os.path.join("adir", "inside.txt"), "user data\n")
     # A checkpoint whose model.safetensors is a directory.
     odd_ckpt = S.path("odd.ckpt")
-    shutil.copytree(ckpt, odd_ckpt)
+    shutil.copytree(latest(ckpt), odd_ckpt)
     os.remove(os.path.join(odd_ckpt, "model.safetensors"))
     os.mkdir(os.path.join(odd_ckpt, "model.safetensors"))
 

@@ -156,8 +156,10 @@ class Session:
         sys.exit(0)
 
 
-def read_log(path, raw=False):
-    """The per-step records of a JSONL log, in file order.
+def read_log(path, raw=False, kind="train"):
+    """The records of a JSONL log, in file order: training steps (kind
+    "train", the records with a "loss"), evaluations ("eval", with an
+    "eval_loss") or run summaries ("summary", the objects under "summary").
 
     With raw=True, floats stay the exact strings the writer printed, so two
     logs can be compared digit for digit.
@@ -169,9 +171,18 @@ def read_log(path, raw=False):
             if not line:
                 continue
             rec = json.loads(line, parse_float=str) if raw else json.loads(line)
-            if "step" in rec:
+            if kind == "train" and "loss" in rec and "step" in rec:
                 records.append(rec)
+            elif kind == "eval" and "eval_loss" in rec:
+                records.append(rec)
+            elif kind == "summary" and "summary" in rec:
+                records.append(rec["summary"])
     return records
+
+
+def latest(run_dir):
+    """The newest checkpoint of a --save run directory (its `latest`)."""
+    return os.path.join(run_dir, "latest")
 
 
 def rel_diff(a, b):

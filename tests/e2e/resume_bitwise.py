@@ -12,9 +12,10 @@ of every step must be the same digits, and the final checkpoints
     multiple of the global batch (16), so the data order wraps inside a step:
     5 steps, resume to 9, resume to 12.
   * a crash: gpt-tiny with --save-every 4 dies at the start of step 6
-    (STRATA_TEST_FAIL, docs/runtime.md); the existing log and the step-4
-    checkpoint survive intact, and resuming from it finishes the run exactly
-    as the uninterrupted one did.
+    (STRATA_TEST_FAIL, docs/runtime.md); the log holds steps 1..5 as they
+    ran and the step-4 checkpoint survives; resuming from it with the same
+    --log finishes the run exactly as the uninterrupted one did, the log
+    holding every step once.
 """
 
 import json
@@ -24,7 +25,7 @@ import sys
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import Session, read_log  # noqa: E402
+from e2e_common import Session, latest, read_log  # noqa: E402
 
 S = Session(__doc__)
 
@@ -72,7 +73,7 @@ def resume(name, spec, stops, data_args, global_batch):
                     "uninterrupted run",
                     "\n".join(f"step {s}: {g} vs {w}" for s, g, w
                               in zip(steps, got, want) if g != w))
-        with open(os.path.join(ckpt, "trainer.json")) as f:
+        with open(os.path.join(latest(ckpt), "trainer.json")) as f:
             state = json.load(f)
         S.check(state.get("step") == end
                 and state.get("data_position") == end * global_batch,
@@ -81,10 +82,11 @@ def resume(name, spec, stops, data_args, global_batch):
         begin, prev_ckpt = end, ckpt
 
     for f in ("model.safetensors", "optimizer.safetensors"):
-        S.check(files_equal(os.path.join(full_ckpt, f), os.path.join(prev_ckpt, f)),
+        S.check(files_equal(os.path.join(latest(full_ckpt), f),
+                            os.path.join(latest(prev_ckpt), f)),
                 f"{name}: final {f} byte-identical to the uninterrupted run's")
-    with open(os.path.join(full_ckpt, "trainer.json")) as fa, \
-            open(os.path.join(prev_ckpt, "trainer.json")) as fb:
+    with open(os.path.join(latest(full_ckpt), "trainer.json")) as fa, \
+            open(os.path.join(latest(prev_ckpt), "trainer.json")) as fb:
         a, b = json.load(fa), json.load(fb)
     S.check(a == b, f"{name}: final trainer.json equal", f"{a} vs {b}")
 
@@ -94,30 +96,36 @@ def crash(name):
     full_log, full_ckpt = S.path(f"{name}.full.jsonl"), S.path(f"{name}.full.ckpt")
     full = read_log(full_log, raw=True)
     log, ckpt = S.path(f"{name}.crash.jsonl"), S.path(f"{name}.crash.ckpt")
-    old_log = b'{"step": 1, "loss": 1.5}\n'
     with open(log, "wb") as f:
-        f.write(old_log)
+        f.write(b'{"step": 1, "loss": 1.5}\n')   # an older run's: replaced
     proc = S.run([binary, "--steps", N, "--log", log, "--save", ckpt, "--save-every", 4],
                  expect_ok=False, env={"STRATA_TEST_FAIL": "0:6"})
     S.check(proc.returncode == 3 and "STRATA_TEST_FAIL" in proc.stderr,
             f"{name}: the run dies at the start of step 6 (exit 3)",
             f"exit {proc.returncode}; stderr:\n{proc.stderr}")
-    with open(log, "rb") as f:
-        S.check(f.read() == old_log, f"{name}: the existing --log keeps its bytes")
-    with open(os.path.join(ckpt, "trainer.json")) as f:
+    # The log was written as the run went: steps 1..5 are on disk.
+    before = [[r[k] for k in FIELDS] for r in read_log(log, raw=True)]
+    S.check(before == [[r[k] for k in FIELDS] for r in full[:5]],
+            f"{name}: the crashed run's --log holds steps 1..5 as they ran",
+            f"{before}")
+    with open(os.path.join(latest(ckpt), "trainer.json")) as f:
         state = json.load(f)
     S.check(state.get("step") == 4, f"{name}: the --save-every checkpoint holds step 4",
             json.dumps(state))
 
-    resumed_log, final = S.path(f"{name}.after-crash.jsonl"), S.path(f"{name}.final.ckpt")
-    S.run([binary, "--resume", ckpt, "--steps", N, "--log", resumed_log,
-           "--save", final])
-    got = [[r[k] for k in FIELDS] for r in read_log(resumed_log, raw=True)]
-    want = [[r[k] for k in FIELDS] for r in full[4:]]
-    S.check(got == want, f"{name}: steps 5..{N} after the crash repeat the "
-            "uninterrupted run digit for digit", f"{got[:2]} vs {want[:2]}")
+    # Resuming with the same --log continues it: step 5 is redone, once.
+    S.run([binary, "--resume", ckpt, "--steps", N, "--log", log, "--save", ckpt])
+    recs = read_log(log, raw=True)
+    S.check([r["step"] for r in recs] == list(range(1, N + 1)),
+            f"{name}: the continued --log holds steps 1..{N}, each once",
+            f"{[r['step'] for r in recs]}")
+    got = [[r[k] for k in FIELDS] for r in recs]
+    want = [[r[k] for k in FIELDS] for r in full]
+    S.check(got == want, f"{name}: steps 1..{N} across the crash repeat the "
+            "uninterrupted run digit for digit", f"{got[4:6]} vs {want[4:6]}")
     for f in ("model.safetensors", "optimizer.safetensors"):
-        S.check(files_equal(os.path.join(full_ckpt, f), os.path.join(final, f)),
+        S.check(files_equal(os.path.join(latest(full_ckpt), f),
+                            os.path.join(latest(ckpt), f)),
                 f"{name}: final {f} after the crash byte-identical to the "
                 "uninterrupted run's")
 

@@ -212,14 +212,30 @@ class TrainingSemantics(unittest.TestCase):
 
     def test_data_order(self):
         tokens = np.arange(23)
-        b = train.TokenBatches(tokens, seq_len=5, global_batch=3)
+        b = train.TokenBatches(tokens, seq_len=5, global_batch=3, order="sequential")
         self.assertEqual(b.num_samples, 4)
         self.assertEqual(b.sample_ids(0), [0, 1, 2])
-        self.assertEqual(b.sample_ids(1), [3, 0, 1])
+        self.assertEqual(b.sample_ids(1), [3, 4, 5])
         x, y = b.batch(1)
         self.assertEqual(x[0].tolist(), [15, 16, 17, 18, 19])
         self.assertEqual(y[0].tolist(), [16, 17, 18, 19, 20])
         self.assertEqual(x[1].tolist(), [0, 1, 2, 3, 4])
+
+    def test_random_windows(self):
+        # splitmix64's first output from state 0 (Steele et al.).
+        self.assertEqual(train.splitmix64(0), 0xE220A8397B1DCDAF)
+        tokens = np.arange(1000)
+        b = train.TokenBatches(tokens, seq_len=8, global_batch=4, seed=42)
+        again = train.TokenBatches(tokens, seq_len=8, global_batch=4, seed=42)
+        other = train.TokenBatches(tokens, seq_len=8, global_batch=4, seed=43)
+        starts = [b.sample_start(k) for k in range(400)]
+        self.assertEqual(starts, [again.sample_start(k) for k in range(400)])
+        self.assertNotEqual(starts, [other.sample_start(k) for k in range(400)])
+        self.assertTrue(all(0 <= a <= 1000 - 9 for a in starts))
+        self.assertGreater(len(set(starts)), 300)
+        x, y = b.batch(0)
+        self.assertEqual(x[0].tolist(), list(range(starts[0], starts[0] + 8)))
+        self.assertEqual(y[0].tolist(), list(range(starts[0] + 1, starts[0] + 9)))
 
     def test_lr_schedule(self):
         t = TrainingConfig(lr=1.0, min_lr=0.1, warmup_steps=4, total_steps=14, schedule="cosine")

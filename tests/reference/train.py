@@ -7,9 +7,12 @@ The independent reference for Strata's end-to-end tests:
       --init init.safetensors --data tokens.bin --steps 10 --log ref.jsonl
 
 Semantics (the contract Strata must meet):
-  * data: S = seq_len, B = global batch. Sample k is tokens[k*S : k*S+S] as
-    inputs and tokens[k*S+1 : k*S+S+1] as targets; n = (len-1)//S samples.
-    Step i uses samples (i*B + j) mod n, j = 0..B-1, in that order.
+  * data: S = seq_len, B = global batch. Step i uses samples i*B + j,
+    j = 0..B-1, in that order; sample k is the window of S+1 tokens at a:
+    inputs tokens[a : a+S], targets tokens[a+1 : a+S+1]. With
+    --data-order random (the default, nanoGPT's random windows)
+    a = splitmix64(key + k) * (len - S) >> 64, key = splitmix64(seed ^
+    0x53414D504C45); with sequential, a = (k mod n) * S, n = (len-1)//S.
   * micro-batching: the step's rows are split in order into B/mb micro-batches;
     gradients accumulate; each micro-batch loss is scaled by mb/B, so the step
     loss is the mean over every token of the global batch.
@@ -71,24 +74,52 @@ def make_optimizer(model, t):
     return opt, sched
 
 
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    """The splitmix64 output function of state x (docs/runtime.md)."""
+    z = (x + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+TRAIN_STREAM, EVAL_STREAM = 0x53414D504C45, 0x4556414C
+
+
+def sample_key(seed, stream=TRAIN_STREAM):
+    return splitmix64((seed & MASK64) ^ stream)
+
+
 class TokenBatches:
     """The data contract above over a flat token array."""
 
-    def __init__(self, tokens, seq_len, global_batch):
+    def __init__(self, tokens, seq_len, global_batch, order="random", seed=0,
+                 stream=TRAIN_STREAM):
         self.tokens = torch.from_numpy(np.asarray(tokens, dtype=np.int64))
         self.seq_len, self.global_batch = seq_len, global_batch
         self.num_samples = (len(tokens) - 1) // seq_len
         if self.num_samples < 1:
             raise ValueError(f"{len(tokens)} tokens are too few for one sample of "
                              f"seq_len {seq_len} (need at least {seq_len + 1})")
+        self.order, self.key = order, sample_key(seed, stream)
+
+    def sample_start(self, k):
+        """The first token of sample k (docs/runtime.md)."""
+        if self.order == "sequential":
+            return (k % self.num_samples) * self.seq_len
+        windows = len(self.tokens) - self.seq_len
+        return (splitmix64((self.key + k) & MASK64) * windows) >> 64
 
     def sample_ids(self, step):
-        return [(step * self.global_batch + j) % self.num_samples for j in range(self.global_batch)]
+        return [step * self.global_batch + j for j in range(self.global_batch)]
 
     def batch(self, step):
         """-> (inputs [B,S], targets [B,S]) int64."""
         s = self.seq_len
-        rows = [self.tokens[k * s:k * s + s + 1] for k in self.sample_ids(step)]
+        rows = [self.tokens[a:a + s + 1]
+                for a in (self.sample_start(k) for k in self.sample_ids(step))]
         full = torch.stack(rows)
         return full[:, :-1].contiguous(), full[:, 1:].contiguous()
 
@@ -178,6 +209,8 @@ def parse_args(argv):
                                   "training.seed")
     p.add_argument("--data", required=True, help="flat token file")
     p.add_argument("--data-dtype", choices=["uint16", "uint32"], default="uint16")
+    p.add_argument("--data-order", choices=["random", "sequential"], default="random",
+                   help="random windows from the seed (default) or consecutive ones")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--log", help="JSONL output (default: stdout)")
     p.add_argument("--save", help="write the final weights here (safetensors, F32)")
@@ -221,7 +254,8 @@ def main(argv=None):
         else:
             models.init_weights(model, t.seed)
         tokens = load_tokens(args.data, args.data_dtype, mcfg.vocab)
-        batches = TokenBatches(tokens, mcfg.seq_len, t.global_batch)
+        batches = TokenBatches(tokens, mcfg.seq_len, t.global_batch, args.data_order,
+                               t.seed)
     except (SpecError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
