@@ -81,6 +81,19 @@ SafeTensorsFile SafeTensorsFile::open(const std::string &path) {
   if (bytes.size() < 8)
     fail(path, ": not a safetensors file (", bytes.size(),
          " bytes, no header)");
+  // torch.save writes a zip archive (PK\3\4) or, before PyTorch 1.6, a
+  // bare pickle (protocol 2..5): say so rather than misread its header.
+  bool zip = bytes[0] == 'P' && bytes[1] == 'K' && bytes[2] == 3 &&
+             bytes[3] == 4;
+  bool pickle = bytes[0] == 0x80 && bytes[1] >= 2 && bytes[1] <= 5;
+  if (zip || pickle)
+    fail(path,
+         ": is a PyTorch pickle (torch.save, e.g. pytorch_model.bin), not a "
+         "safetensors file; Strata does not unpickle files (unpickling can "
+         "run code). Use the model's model.safetensors, or convert it: "
+         "python3 -c \"import torch; from safetensors.torch import save_file; "
+         "save_file({k: v.clone().contiguous() for k, v in torch.load('",
+         path, "').items()}, 'model.safetensors')\"");
   uint64_t headerLength;
   std::memcpy(&headerLength, bytes.data(), 8);
   if (headerLength > bytes.size() - 8)

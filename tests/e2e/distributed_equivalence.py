@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import CRASH_MARKERS, CommandFailed, Session, read_log  # noqa: E402
+from e2e_common import CRASH_MARKERS, CommandFailed, Session, latest, read_log  # noqa: E402
 
 GROUPS = ("data", "model", "runtime")
 
@@ -279,15 +279,16 @@ def resume(base, label, pins, data):
             "\n".join(f"step {i}: {g} vs {w}" for i, (g, w) in
                       enumerate(zip(got, want)) if g != w) or
             f"{len(got)} vs {len(want)} steps")
+    full, last = latest(full), latest(ckpts[-1])
     files = sorted(f for f in os.listdir(full) if f.startswith("rank-"))
-    differ = [f for f in files if not os.path.exists(os.path.join(ckpts[-1], f))
+    differ = [f for f in files if not os.path.exists(os.path.join(last, f))
               or open(os.path.join(full, f), "rb").read()
-              != open(os.path.join(ckpts[-1], f), "rb").read()]
+              != open(os.path.join(last, f), "rb").read()]
     S.check(len(files) == n and not differ,
             f"{name}: the {n} final rank files are byte-identical to the "
             "uninterrupted run's", f"rank files {files}; differing {differ}")
     with open(os.path.join(full, "index.json")) as fa, \
-            open(os.path.join(ckpts[-1], "index.json")) as fb:
+            open(os.path.join(last, "index.json")) as fb:
         a, b = json.load(fa), json.load(fb)
     S.check(a == b, f"{name}: final index.json equal", f"{a}\n{b}")
     return full
@@ -327,7 +328,8 @@ def checkpoint_layout(base, ckpt, plan_text, ranks):
     weights and AdamW moments put back together from its pieces equal the
     one-rank run's final ones."""
     entries = sorted(os.listdir(ckpt))
-    want = ["index.json"] + [f"rank-{r:05d}.safetensors" for r in range(ranks)]
+    want = ["config.json", "index.json"] + [f"rank-{r:05d}.safetensors"
+                                            for r in range(ranks)]
     S.check(entries == want, f"checkpoint: holds {', '.join(want)}",
             f"holds {entries}")
     with open(os.path.join(ckpt, "index.json")) as f:
@@ -340,8 +342,9 @@ def checkpoint_layout(base, ckpt, plan_text, ranks):
             "step and data position", json.dumps(head))
     files = {f: safetensors_io.load(os.path.join(ckpt, f))[0]
              for f in entries if f.startswith("rank-")}
-    one_model, _ = safetensors_io.load(os.path.join(base.one_ckpt, "model.safetensors"))
-    one_state, _ = safetensors_io.load(os.path.join(base.one_ckpt,
+    one_model, _ = safetensors_io.load(os.path.join(latest(base.one_ckpt),
+                                                    "model.safetensors"))
+    one_state, _ = safetensors_io.load(os.path.join(latest(base.one_ckpt),
                                                     "optimizer.safetensors"))
     tensors = index.get("tensors", {})
     S.check(sorted(tensors) == sorted(one_model),

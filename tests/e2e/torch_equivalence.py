@@ -24,7 +24,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import Session, read_log, rel_diff  # noqa: E402
+from e2e_common import Session, latest, read_log, rel_diff  # noqa: E402
 
 STEPS = 10
 LOSS_RTOL = 1e-4       # the contract; never loosened
@@ -130,7 +130,8 @@ def equivalence(name, spec_text, init_seed, token_args, data_dtype, expect):
     if not (matched and lr_ok):
         print(diagnose(name, spec, ref_args, strata_log, ref_log))
 
-    dist, report = weight_distance(os.path.join(ckpt, "model.safetensors"), ref_weights)
+    dist, report = weight_distance(os.path.join(latest(ckpt), "model.safetensors"),
+                                   ref_weights)
     S.check(dist is not None and dist <= WEIGHTS_RTOL,
             f"{name}: final weights match torch's (relative L2 "
             f"{'n/a' if dist is None else f'{dist:.2e}'} <= {WEIGHTS_RTOL:g})", report)

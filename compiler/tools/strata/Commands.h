@@ -18,6 +18,8 @@ namespace strata {
 void addImportSubcommand(CLI::App &app);
 /// `strata compile MODEL.yaml --cluster local:N -o BIN`.
 void addCompileSubcommand(CLI::App &app);
+/// `strata checkpoint consolidate DIR -o model.safetensors`.
+void addCheckpointSubcommand(CLI::App &app);
 /// `strata calibrate --ranks N -o cluster.yaml [--quick]`.
 void addCalibrateSubcommand(CLI::App &app);
 /// `strata plan --emit-ir`: the model's IR with `plan` attached.

@@ -1,6 +1,6 @@
 //===- StrataMain.cpp - The strata driver ---------------------------------===//
 //
-// `strata COMMAND ...`: import, plan, compile. Each command registers itself
+// `strata COMMAND ...`: import, plan, compile, calibrate, checkpoint. Each command registers itself
 // with CLI11 and reports its exit status through CLI::RuntimeError, so every
 // path leaves through one place.
 //
@@ -26,6 +26,7 @@ int main(int argc, char **argv) {
   strata::addImportSubcommand(app);
   strata::addCompileSubcommand(app);
   strata::addCalibrateSubcommand(app);
+  strata::addCheckpointSubcommand(app);
   strata::planner::addPlanSubcommand(app, strata::emitPlannedIr);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
