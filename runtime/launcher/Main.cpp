@@ -612,12 +612,14 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
                      formatDuration(eta).c_str());
       }
     }
+    // An evaluation due at this step is part of it, stop or not, so that a
+    // resumed run's log misses nothing.
+    if (evalData && ((opt.evalEvery > 0 && step % opt.evalEvery == 0) || last))
+      evaluate(step);
     if (s.stopRequested) {
       stopped = true;
       break;
     }
-    if (evalData && ((opt.evalEvery > 0 && step % opt.evalEvery == 0) || last))
-      evaluate(step);
     if (!opt.save.empty() && opt.saveEvery > 0 && step % opt.saveEvery == 0 &&
         !last)
       saveStep(step);
