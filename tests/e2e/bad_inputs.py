@@ -81,6 +81,10 @@ def setup():
     big32 = np.zeros(5000, dtype=np.int64)
     big32[4321] = 70000
     tokens_file("big32.bin", big32, "<u4")
+    # GPT-2-sized ids written as uint32 (read as uint16: t, 0, u, 0, ...),
+    # and uint16 ids read as uint32 (pairs of ids).
+    tokens_file("wide.bin", (np.arange(5000) * 7 + 1) % 500, "<u4")
+    tokens_file("narrow.bin", (np.arange(5000) * 7 + 1) % 500 + 1, "<u2")
     os.mkdir(S.path("notackpt"))
     S.write_text(os.path.join("notackpt", "notes.txt"), "not a checkpoint\n")
     os.mkdir(S.path("garbled.ckpt"))
@@ -124,6 +128,10 @@ def runtime_cases(fx):
         ["--data", "big.bin", re.compile(r"\b777\b"), re.compile(r"\b600\b"), "512"])
     run("token >= vocab (uint32)", ["--data", "big32.bin", "--data-dtype", "uint32"],
         ["--data", "big32.bin", re.compile(r"\b4321\b"), re.compile(r"\b70000\b")])
+    run("uint32 tokens read as uint16", ["--data", "wide.bin"],
+        ["--data", "wide.bin", "every second uint16 token is 0", "--data-dtype uint32"])
+    run("uint16 tokens read as uint32", ["--data", "narrow.bin", "--data-dtype", "uint32"],
+        ["--data", "narrow.bin", "looks like uint16 tokens", "drop --data-dtype uint32"])
     run("unknown --data-dtype", ["--data", "big.bin", "--data-dtype", "uint64"],
         ["--data-dtype", "uint64"], cli_error=True)
 
