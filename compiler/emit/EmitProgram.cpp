@@ -808,7 +808,8 @@ void ProgramEmitter::emitEval(
     probe.ints = inst.ints;
     int64_t slot = -1;
     rtf::SlotUse use = rtf::slotUse(probe, &slot);
-    bool include = use == rtf::SlotUse::Wait ? bool(busy[slot]) : !inst.backward;
+    bool include =
+        use == rtf::SlotUse::Wait ? bool(busy[slot]) : !inst.backward;
     if (!include)
       continue;
     if (use != rtf::SlotUse::None)

@@ -300,9 +300,10 @@ private:
   bool emittingBackward = false;
   /// Emits the eval sequence: the forward instructions, plus the waits of
   /// the requests they start, where the step waits for them.
-  void emitEval(rtf::ProgramBuilder &builder,
-                const std::function<std::vector<uint32_t>(
-                    const PendingInstruction &)> &operandsOf);
+  void emitEval(
+      rtf::ProgramBuilder &builder,
+      const std::function<std::vector<uint32_t>(const PendingInstruction &)>
+          &operandsOf);
   /// Bucket buffers whose gather was started ahead, with the slot.
   llvm::DenseMap<int, int64_t> prefetchSlot;
   /// ZeRO-2 buckets whose reduce-scatter is in flight in this micro-batch.

@@ -706,10 +706,11 @@ int64_t VocabParallelCrossEntropyGradOp::getFlops() {
 // Inference
 //===----------------------------------------------------------------------===//
 
-LogicalResult CachedAttentionOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+CachedAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    ValueRange operands, DictionaryAttr attrs,
+                                    OpaqueProperties props, RegionRange regions,
+                                    SmallVectorImpl<Type> &results) {
   Adaptor a(operands, attrs, props, regions);
   auto q = rankedType(a.getQuery()), k = rankedType(a.getKey()),
        v = rankedType(a.getValue());

@@ -250,8 +250,8 @@ bool readMlpConfig(MapReader &model, ModelSpec &spec) {
   return true;
 }
 
-Graph expandGptGraph(const GptConfig &c, int64_t batch,
-                     const PresetLocs &locs, int64_t rowTokens) {
+Graph expandGptGraph(const GptConfig &c, int64_t batch, const PresetLocs &locs,
+                     int64_t rowTokens) {
   using K = ParamInit::Kind;
   Graph g;
   g.loc = locs.model;
@@ -347,8 +347,8 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch,
   return g;
 }
 
-Graph expandMlpGraph(const MlpConfig &c, int64_t batch,
-                     const PresetLocs &locs, int64_t rowTokens) {
+Graph expandMlpGraph(const MlpConfig &c, int64_t batch, const PresetLocs &locs,
+                     int64_t rowTokens) {
   using K = ParamInit::Kind;
   Graph g;
   g.loc = locs.model;

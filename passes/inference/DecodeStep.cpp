@@ -63,7 +63,8 @@ struct DecodeStepPass : strata::impl::StrataDecodeStepBase<DecodeStepPass> {
                        "strata.model seq_len");
       return signalPassFailure();
     }
-    if (failed(returnLogits(forward)) || failed(cacheAttention(forward, cacheLen)))
+    if (failed(returnLogits(forward)) ||
+        failed(cacheAttention(forward, cacheLen)))
       return signalPassFailure();
     forward.setSymName("decode_step");
   }
@@ -107,8 +108,8 @@ struct DecodeStepPass : strata::impl::StrataDecodeStepBase<DecodeStepPass> {
             "is not part of one");
       OpBuilder b(core->context);
       auto cached = b.create<CachedAttentionOp>(
-          core->context.getLoc(), core->scores.getLhs(),
-          core->scores.getRhs(), core->context.getRhs(),
+          core->context.getLoc(), core->scores.getLhs(), core->scores.getRhs(),
+          core->context.getRhs(),
           b.getF64FloatAttr(softmax.getScale().convertToDouble()),
           b.getI64IntegerAttr(cacheLen));
       for (StringRef attr : {"strata.layer"})

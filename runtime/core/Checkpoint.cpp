@@ -21,6 +21,7 @@
 #include "runtime/format/Bundle.h"
 #include "runtime/io/CheckpointReader.h"
 #include "runtime/io/SafeTensors.h"
+#include "runtime/io/WeightsSource.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/FileIO.h"
 
@@ -45,15 +46,6 @@ constexpr int kCheckpointVersion = 1;
 
 const char *optimizerName(OptimizerKind kind) {
   return kind == OptimizerKind::AdamW ? "adamw" : "sgd";
-}
-
-std::string listNames(const std::vector<std::string> &names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 8; ++i)
-    s += (i ? ", '" : "'") + names[i] + "'";
-  if (names.size() > 8)
-    s += " and " + std::to_string(names.size() - 8) + " more";
-  return s;
 }
 
 std::string rankFileName(uint32_t rank) {
@@ -308,8 +300,7 @@ void Trainer::loadCheckpoint(const std::string &path) {
     loadSingleRank(dir);
   else {
     CheckpointReader checkpoint = CheckpointReader::open(dir);
-    std::string statePath =
-        dir + (perRank ? "/index.json" : "/trainer.json");
+    std::string statePath = dir + (perRank ? "/index.json" : "/trainer.json");
     readTrainerState(checkpoint.state(), statePath, program_.train.optimizer,
                      program_.meta, step_, seed_, dataPosition_, dataOrder_,
                      checkpointHadDataOrder_);
@@ -383,10 +374,11 @@ void Trainer::saveSingleRank(const std::string &dir) const {
 }
 
 /// Reads trainer state shared by both layouts; checks optimizer and step.
-static void readTrainerState(const nlohmann::json &state, const std::string &path,
-                      OptimizerKind optimizer, const ModelMeta &meta,
-                      int64_t &step, uint64_t &seed, int64_t &dataPosition,
-                      DataOrder &order, bool &hadOrder) {
+static void readTrainerState(const nlohmann::json &state,
+                             const std::string &path, OptimizerKind optimizer,
+                             const ModelMeta &meta, int64_t &step,
+                             uint64_t &seed, int64_t &dataPosition,
+                             DataOrder &order, bool &hadOrder) {
   try {
     if (state.at("format").get<std::string>() != kCheckpointFormat ||
         state.at("version").get<int>() != kCheckpointVersion)

@@ -36,10 +36,10 @@ void Generator::initWeights(uint64_t seed) {
     std::vector<float> v(b.numElements(), 0.0f);
     uint64_t key = initKey(seed, p.name);
     for (int64_t e = 0; e < int64_t(v.size()); ++e)
-      v[e] = p.init == InitKind::Ones     ? 1.0f
-             : p.init == InitKind::Normal ? float(p.initStd *
-                                                  standardNormal(key, e))
-                                          : 0.0f;
+      v[e] = p.init == InitKind::Ones ? 1.0f
+             : p.init == InitKind::Normal
+                 ? float(p.initStd * standardNormal(key, e))
+                 : 0.0f;
     device_->upload(b.offset, v.data(), v.size() * 4);
   }
   reset();

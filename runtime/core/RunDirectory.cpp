@@ -46,8 +46,8 @@ void checkRunDirectory(const std::string &dir) {
   for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
     std::string name = e.path().filename().string();
     bool ours = name == "latest" || name == "best" ||
-                name.rfind("step-", 0) == 0 ||
-                name.rfind(".latest-", 0) == 0 || name.find(".tmp-") != std::string::npos ||
+                name.rfind("step-", 0) == 0 || name.rfind(".latest-", 0) == 0 ||
+                name.find(".tmp-") != std::string::npos ||
                 name.find(".old-") != std::string::npos;
     if (!ours)
       fail("--save ", dir, ": exists and is not a Strata run directory ('",
@@ -83,8 +83,8 @@ std::vector<std::string> pruneCheckpoints(const std::string &dir,
   std::vector<std::string> steps;
   for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) == 0 &&
-        name.find('.') == std::string::npos && e.is_directory(ec))
+    if (name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos &&
+        e.is_directory(ec))
       steps.push_back(name);
   }
   std::sort(steps.begin(), steps.end());

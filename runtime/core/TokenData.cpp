@@ -72,8 +72,8 @@ void TokenData::validate(int64_t vocab, const std::string &name) const {
           "; tokenize with the model's tokenizer or raise the vocab";
       if (mapped_ && width_ == 4 && (t & 0xFFFF) < uint64_t(vocab) &&
           (t >> 16) < uint64_t(vocab))
-        hint = "; its two 16-bit halves (" + std::to_string(t & 0xFFFF) +
-               ", " + std::to_string(t >> 16) +
+        hint = "; its two 16-bit halves (" + std::to_string(t & 0xFFFF) + ", " +
+               std::to_string(t >> 16) +
                ") are valid ids, so the file looks like uint16 tokens: "
                "drop --data-dtype uint32";
       fail(name, ": token ", i, " has value ", t,
@@ -182,8 +182,8 @@ int64_t TokenData::sampleStart(int64_t index, DataOrder order,
   return int64_t((static_cast<unsigned __int128>(r) * windows) >> 64);
 }
 
-void TokenData::fillSamples(int64_t firstSample, int64_t rows,
-                            DataOrder order, uint64_t key, int32_t *inputs,
+void TokenData::fillSamples(int64_t firstSample, int64_t rows, DataOrder order,
+                            uint64_t key, int32_t *inputs,
                             int32_t *targets) const {
   for (int64_t r = 0; r < rows; ++r) {
     int64_t start = sampleStart(firstSample + r, order, key);

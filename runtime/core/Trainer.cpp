@@ -87,11 +87,11 @@ public:
     if (!data_)
       fail("internal error: load_batch outside a step");
     if (tokens || targets)
-      data_->fillSamples(
-          firstSample_ + dataRowStart_ + microbatch * meta_.microBatch,
-          meta_.microBatch, order_, key_,
-          tokens ? tokens : scratchTokens_.data(),
-          targets ? targets : scratchTargets_.data());
+      data_->fillSamples(firstSample_ + dataRowStart_ +
+                             microbatch * meta_.microBatch,
+                         meta_.microBatch, order_, key_,
+                         tokens ? tokens : scratchTokens_.data(),
+                         targets ? targets : scratchTargets_.data());
     if (positions)
       for (int64_t i = 0; i < meta_.microBatch * meta_.seqLen; ++i)
         positions[i] = int32_t(i % meta_.seqLen);

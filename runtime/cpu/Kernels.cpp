@@ -240,10 +240,10 @@ void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
   }
 }
 
-void kvAttention(const float *q, const float *k, const float *v,
-                 float *kCache, float *vCache, float *out, int64_t batch,
-                 int64_t heads, int64_t kvHeads, int64_t maxLen,
-                 int64_t headDim, int64_t pos, float scale) {
+void kvAttention(const float *q, const float *k, const float *v, float *kCache,
+                 float *vCache, float *out, int64_t batch, int64_t heads,
+                 int64_t kvHeads, int64_t maxLen, int64_t headDim, int64_t pos,
+                 float scale) {
   const int64_t D = headDim, group = heads / kvHeads, n = pos + 1;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < kvHeads; ++h) {

@@ -75,10 +75,10 @@ void layerNormBwd(const float *dy, const float *x, const float *gamma,
 /// [batch, heads, headDim]) out = softmax(scale * q . K[0..pos]^T) .
 /// V[0..pos] with K, V of head h / (heads / kvHeads). The softmax is
 /// softmaxFwd's.
-void kvAttention(const float *q, const float *k, const float *v,
-                 float *kCache, float *vCache, float *out, int64_t batch,
-                 int64_t heads, int64_t kvHeads, int64_t maxLen,
-                 int64_t headDim, int64_t pos, float scale);
+void kvAttention(const float *q, const float *k, const float *v, float *kCache,
+                 float *vCache, float *out, int64_t batch, int64_t heads,
+                 int64_t kvHeads, int64_t maxLen, int64_t headDim, int64_t pos,
+                 float scale);
 
 /// out = softmax(scale * x) over rows of length n. With `causal`, row r is
 /// row i = r mod n of an n x n block and columns j > i are masked (out 0).

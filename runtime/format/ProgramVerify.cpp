@@ -84,18 +84,26 @@ void verifyBuffers(const RankProgram &rank, const std::string &where) {
   }
 }
 
+/// Buffer `id` exists with `dtype` and `elements` (an input or output the
+/// executor reads or writes: tokens, loss, logits, ...).
+void expectRoleBuffer(const RankProgram &rank, const std::string &where,
+                      uint32_t id, const char *role, DType dtype,
+                      int64_t elements) {
+  if (id >= rank.buffers.size())
+    fail(where, ": the ", role, " buffer is missing");
+  const BufferDesc &b = rank.buffers[id];
+  if (b.dtype != dtype || b.numElements() != elements)
+    fail(where, ": the ", role, " buffer '", b.name, "' must be ",
+         dtypeName(dtype), " with ", elements, " elements");
+}
+
 void verifyRank(const Program &program, const RankProgram &rank,
                 const std::string &where) {
   const ModelMeta &m = program.meta;
   verifyBuffers(rank, where);
   auto expectBuffer = [&](uint32_t id, const char *role, DType dtype,
                           int64_t elements) {
-    if (id >= rank.buffers.size())
-      fail(where, ": the ", role, " buffer is missing");
-    const BufferDesc &b = rank.buffers[id];
-    if (b.dtype != dtype || b.numElements() != elements)
-      fail(where, ": the ", role, " buffer '", b.name, "' must be ",
-           dtypeName(dtype), " with ", elements, " elements");
+    expectRoleBuffer(rank, where, id, role, dtype, elements);
   };
   // Inputs are optional per rank (a middle pipeline stage reads neither
   // tokens nor targets), but where present they have the executor's shapes.
@@ -229,12 +237,7 @@ void verifyDecode(const Program &program, const RankProgram &rank,
   verifyBuffers(rank, where);
   auto expectBuffer = [&](uint32_t id, const char *role, DType dtype,
                           int64_t elements) {
-    if (id >= rank.buffers.size())
-      fail(where, ": the ", role, " buffer is missing");
-    const BufferDesc &b = rank.buffers[id];
-    if (b.dtype != dtype || b.numElements() != elements)
-      fail(where, ": the ", role, " buffer '", b.name, "' must be ",
-           dtypeName(dtype), " with ", elements, " elements");
+    expectRoleBuffer(rank, where, id, role, dtype, elements);
   };
   expectBuffer(rank.tokens, "tokens", DType::I32, 1);
   if (rank.positions != kNoBuffer)

@@ -112,10 +112,10 @@ CheckpointReader CheckpointReader::open(const std::string &dir) {
   if (!r.perRank_ && !fs::is_regular_file(root / "trainer.json", ec))
     fail(dir, ": no trainer.json or index.json; not a Strata checkpoint "
               "directory (written by --save)");
-  r.state_ =
-      readStateFile((root / (r.perRank_ ? "index.json" : "trainer.json")).string());
-  if (r.perRank_ && (!r.state_.contains("tensors") ||
-                     !r.state_["tensors"].is_object()))
+  r.state_ = readStateFile(
+      (root / (r.perRank_ ? "index.json" : "trainer.json")).string());
+  if (r.perRank_ &&
+      (!r.state_.contains("tensors") || !r.state_["tensors"].is_object()))
     fail(dir, "/index.json: malformed checkpoint index: no tensors");
   return r;
 }
@@ -210,8 +210,9 @@ std::vector<float> CheckpointReader::assemble(const json &tensor,
     const SafeTensorsFile &f = file(piece.value("file", std::string()));
     const SafeTensorInfo *info = f.find(name);
     if (!info)
-      fail(f.path(), ": tensor '", name, "' is missing; the checkpoint is "
-                     "incomplete");
+      fail(f.path(), ": tensor '", name,
+           "' is missing; the checkpoint is "
+           "incomplete");
     std::vector<float> values = f.readF32(*info);
     size_t k = 0;
     auto take = [&](int64_t g, bool consumes) {
@@ -269,8 +270,9 @@ bool CheckpointReader::hasState(const std::string &name,
          state_["optimizer_state"].contains(name + suffix);
 }
 
-std::vector<float> CheckpointReader::readState(const std::string &name,
-                                               const std::string &suffix) const {
+std::vector<float>
+CheckpointReader::readState(const std::string &name,
+                            const std::string &suffix) const {
   if (!perRank_) {
     const SafeTensorsFile &f = file("optimizer.safetensors");
     const SafeTensorInfo *info = f.find(name + suffix);
@@ -279,8 +281,8 @@ std::vector<float> CheckpointReader::readState(const std::string &name,
     return f.readF32(*info);
   }
   const json &t = state_["tensors"].value(name, json());
-  const json &s = state_.value("optimizer_state", json())
-                      .value(name + suffix, json());
+  const json &s =
+      state_.value("optimizer_state", json()).value(name + suffix, json());
   if (!t.is_object() || !s.is_object())
     fail(dir_, "/index.json: no optimizer state '", name + suffix, "'");
   return assemble(t, s.value("pieces", json()), name + suffix, /*raw=*/true);

@@ -45,8 +45,11 @@ void appendUtf8(std::string &out, uint32_t cp) {
 uint32_t codePointAt(const std::string &text, size_t i, size_t &length) {
   auto byte = [&](size_t k) { return uint8_t(text[k]); };
   uint8_t b = byte(i);
-  int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3
-                   : (b >> 3) == 30 ? 4 : 0;
+  int n = b < 0x80         ? 1
+          : (b >> 5) == 6  ? 2
+          : (b >> 4) == 14 ? 3
+          : (b >> 3) == 30 ? 4
+                           : 0;
   if (n == 0 || i + n > text.size()) {
     length = 1;
     return 0xFFFD;
@@ -70,10 +73,9 @@ locale_t utf8Locale() {
 
 /// Unicode White_Space (what \s matches in GPT-2's `regex` pattern).
 bool isSpace(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 ||
-         cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
+  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
+         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+         cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 bool isNumber(uint32_t cp) { return cp >= '0' && cp <= '9'; }
 bool isLetter(uint32_t cp) {
@@ -174,7 +176,8 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string &dir) {
     fail(dir, ": not a directory; expected one holding GPT-2's tokenizer "
               "files (vocab.json and merges.txt, or encoder.json and "
               "vocab.bpe)");
-  if (fs::exists(root / "vocab.json", ec) && fs::exists(root / "merges.txt", ec))
+  if (fs::exists(root / "vocab.json", ec) &&
+      fs::exists(root / "merges.txt", ec))
     return fromFiles((root / "vocab.json").string(),
                      (root / "merges.txt").string());
   if (fs::exists(root / "encoder.json", ec) &&
@@ -224,9 +227,8 @@ Gpt2Tokenizer Gpt2Tokenizer::fromFiles(const std::string &vocabPath,
   int64_t rank = 0, lineNo = 0;
   for (size_t pos = 0; pos < merges.size();) {
     size_t eol = merges.find('\n', pos);
-    std::string line = merges.substr(pos, eol == std::string::npos
-                                              ? std::string::npos
-                                              : eol - pos);
+    std::string line = merges.substr(
+        pos, eol == std::string::npos ? std::string::npos : eol - pos);
     pos = eol == std::string::npos ? merges.size() : eol + 1;
     ++lineNo;
     if (!line.empty() && line.back() == '\r')
@@ -234,8 +236,7 @@ Gpt2Tokenizer Gpt2Tokenizer::fromFiles(const std::string &vocabPath,
     if (line.empty() || line.rfind("#version", 0) == 0)
       continue;
     size_t space = line.find(' ');
-    if (space == std::string::npos || space == 0 ||
-        space + 1 >= line.size() ||
+    if (space == std::string::npos || space == 0 || space + 1 >= line.size() ||
         line.find(' ', space + 1) != std::string::npos)
       fail(mergesPath, ":", lineNo, ": expected a merge 'A B', got '", line,
            "'");
@@ -290,7 +291,8 @@ std::vector<int64_t> Gpt2Tokenizer::encode(const std::string &text) const {
       auto it = tokenToId_.find(token);
       if (it == tokenToId_.end())
         fail("the tokenizer's vocabulary has no token for '", token,
-             "' (from the text '", piece, "'); the vocabulary and merges "
+             "' (from the text '", piece,
+             "'); the vocabulary and merges "
              "files do not belong together");
       ids.push_back(it->second);
     }

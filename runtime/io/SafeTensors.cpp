@@ -83,8 +83,8 @@ SafeTensorsFile SafeTensorsFile::open(const std::string &path) {
          " bytes, no header)");
   // torch.save writes a zip archive (PK\3\4) or, before PyTorch 1.6, a
   // bare pickle (protocol 2..5): say so rather than misread its header.
-  bool zip = bytes[0] == 'P' && bytes[1] == 'K' && bytes[2] == 3 &&
-             bytes[3] == 4;
+  bool zip =
+      bytes[0] == 'P' && bytes[1] == 'K' && bytes[2] == 3 && bytes[3] == 4;
   bool pickle = bytes[0] == 0x80 && bytes[1] >= 2 && bytes[1] <= 5;
   if (zip || pickle)
     fail(path,

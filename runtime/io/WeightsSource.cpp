@@ -14,8 +14,6 @@
 
 namespace strata::rt {
 
-namespace {
-
 std::string listNames(const std::vector<std::string> &names) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < 8; ++i)
@@ -24,6 +22,8 @@ std::string listNames(const std::vector<std::string> &names) {
     s += " and " + std::to_string(names.size() - 8) + " more";
   return s;
 }
+
+namespace {
 
 void checkNames(const std::string &source,
                 const std::vector<std::string> &missing,

@@ -28,6 +28,9 @@ class CheckpointReader;
 class SafeTensorsFile;
 struct SafeTensorInfo;
 
+/// "'a', 'b' and 3 more": up to eight names for an error message.
+std::string listNames(const std::vector<std::string> &names);
+
 class WeightsSource {
 public:
   /// Opens `path` for a model whose parameters are `params`; checks that

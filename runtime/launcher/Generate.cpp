@@ -91,8 +91,7 @@ int runGenerate(const Program &program, const Options &opt) {
                               : resolveCheckpointPath(weights, "--resume"));
   } catch (const RuntimeError &e) {
     std::string message = e.what();
-    fail(message.rfind(flag, 0) == 0 ? "" : std::string(flag) + " ",
-         message);
+    fail(message.rfind(flag, 0) == 0 ? "" : std::string(flag) + " ", message);
   }
   SamplingOptions sampling;
   sampling.temperature = opt.temperature;

@@ -25,13 +25,13 @@
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <csignal>
 #include <map>
 #include <unistd.h>
 
@@ -40,8 +40,6 @@ using strata::formatCount;
 using strata::formatGrouped;
 
 namespace {
-
-
 
 std::string formatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0)
@@ -131,20 +129,20 @@ void printInfo(const Program &p, const std::string &source, const Options &opt,
               (long long)m.globalBatch, (long long)m.numMicrobatches,
               (long long)m.microBatch);
   std::printf("world size: %u, seed %llu%s\n", m.worldSize,
-              (unsigned long long)seed, flagged(opt.seed >= 0, "--seed").c_str());
+              (unsigned long long)seed,
+              flagged(opt.seed >= 0, "--seed").c_str());
   std::printf("plan: %s\n", m.planDescription.c_str());
   // Settings a run may change without recompiling (docs/runtime.md).
   std::printf("optimizer: %s, lr %g%s, weight decay %g, grad clip %g\n",
               t.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd", t.lr,
-              flagged(bool(opt.lr), "--lr").c_str(), t.weightDecay,
-              t.gradClip);
+              flagged(bool(opt.lr), "--lr").c_str(), t.weightDecay, t.gradClip);
   std::printf("lr schedule: %s%s, warmup %lld steps%s, min lr %g%s, decay "
               "steps %lld%s\n",
               scheduleName(t.schedule),
               flagged(!opt.lrSchedule.empty(), "--lr-schedule").c_str(),
               (long long)t.warmupSteps,
-              flagged(bool(opt.warmupSteps), "--warmup-steps").c_str(),
-              t.minLr, flagged(bool(opt.minLr), "--min-lr").c_str(),
+              flagged(bool(opt.warmupSteps), "--warmup-steps").c_str(), t.minLr,
+              flagged(bool(opt.minLr), "--min-lr").c_str(),
               (long long)t.totalSteps,
               flagged(bool(opt.lrDecaySteps), "--lr-decay-steps").c_str());
   std::printf("steps: %lld%s, data order %s\n", (long long)totalSteps,
@@ -153,22 +151,21 @@ void printInfo(const Program &p, const std::string &source, const Options &opt,
                                     : opt.dataOrder.c_str());
   if (opt.evalEvery > 0 || !opt.evalData.empty())
     std::printf("eval: %s, %lld batches%s\n",
-                opt.evalEvery > 0
-                    ? ("every " + std::to_string(opt.evalEvery) +
-                       " steps and at the end")
-                          .c_str()
-                    : "at the end",
+                opt.evalEvery > 0 ? ("every " + std::to_string(opt.evalEvery) +
+                                     " steps and at the end")
+                                        .c_str()
+                                  : "at the end",
                 (long long)opt.evalBatches,
                 opt.saveBest ? ", best checkpoint kept" : "");
   if (!opt.save.empty())
-    std::printf("save: %s%s%s\n", opt.save.c_str(),
-                opt.saveEvery > 0
-                    ? (", every " + std::to_string(opt.saveEvery) + " steps")
-                          .c_str()
-                    : ", at the end",
-                opt.keepLast > 0
-                    ? (", keep last " + std::to_string(opt.keepLast)).c_str()
-                    : "");
+    std::printf(
+        "save: %s%s%s\n", opt.save.c_str(),
+        opt.saveEvery > 0
+            ? (", every " + std::to_string(opt.saveEvery) + " steps").c_str()
+            : ", at the end",
+        opt.keepLast > 0
+            ? (", keep last " + std::to_string(opt.keepLast)).c_str()
+            : "");
   std::printf("generation: %s\n",
               p.decode ? "yes (--generate N)" : "no inference program");
   for (const ProcessGroup &g : p.groups) {
@@ -409,12 +406,12 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
     if (!opt.save.empty())
       checkRunDirectory(opt.save);
     if (!opt.data.empty())
-      data.emplace(TokenData::loadFile(opt.data, dtype, meta.vocab,
-                                       meta.seqLen));
+      data.emplace(
+          TokenData::loadFile(opt.data, dtype, meta.vocab, meta.seqLen));
     if (!opt.evalData.empty()) {
       try {
-        evalData.emplace(TokenData::loadFile(opt.evalData, dtype, meta.vocab,
-                                             meta.seqLen));
+        evalData.emplace(
+            TokenData::loadFile(opt.evalData, dtype, meta.vocab, meta.seqLen));
       } catch (const RuntimeError &e) {
         std::string message = e.what();
         // The reader names the flag --data; this file is --eval-data's.
@@ -460,8 +457,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   // The synthetic stream follows the run's seed (the checkpoint's when
   // resumed).
   if (!data)
-    data.emplace(
-        TokenData::synthetic(trainer.seed(), meta.vocab, meta.seqLen));
+    data.emplace(TokenData::synthetic(trainer.seed(), meta.vocab, meta.seqLen));
 
   // Only rank 0 reports; the others compute the same global numbers.
   StepLog log;
@@ -477,7 +473,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   int64_t params = modelParameterCount(trainer.program());
   if (rank == 0)
     std::fprintf(
-        stderr, "strata: %s model, %s parameters, %d rank%s, data: %s (%s), %s\n",
+        stderr,
+        "strata: %s model, %s parameters, %d rank%s, data: %s (%s), %s\n",
         meta.family.c_str(),
         (formatGrouped(params) + (params >= 1000000
                                       ? " (" + formatCount(double(params)) + ")"
@@ -528,9 +525,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
       agree(*comms, [&] {
         if (rank != 0)
           return;
-        std::string text = nlohmann::json{{"step", step}, {"eval_loss", e.loss}}
-                               .dump() +
-                           "\n";
+        std::string text =
+            nlohmann::json{{"step", step}, {"eval_loss", e.loss}}.dump() + "\n";
         writeFileAtomically(bestRecord.string(),
                             std::vector<uint8_t>(text.begin(), text.end()),
                             false);
@@ -546,8 +542,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
                {"best", best},
                {"time", utcTimestamp()}});
     std::fprintf(stderr, "%sstep %lld: eval loss %.6f over %lld batches%s\n",
-                 tty ? "\n" : "", (long long)step, e.loss,
-                 (long long)e.batches,
+                 tty ? "\n" : "", (long long)step, e.loss, (long long)e.batches,
                  best && opt.saveBest ? " (best; saved)" : "");
   };
 
@@ -592,7 +587,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
                  {"tokens_per_s", tokPerS},
                  {"tokens", s.tokens},
                  {"samples_seen", trainer.dataPosition()},
-                 {"mfu", mfu ? nlohmann::ordered_json(*mfu) : nlohmann::ordered_json()},
+                 {"mfu", mfu ? nlohmann::ordered_json(*mfu)
+                             : nlohmann::ordered_json()},
                  {"memory_bytes", int64_t(s.memoryBytes)},
                  {"time", utcTimestamp()}});
       if (tty) {
@@ -627,8 +623,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   if (!opt.save.empty() && savedStep != trainer.step())
     saveStep(trainer.step());
 
-  double wall = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - wallStart)
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                              wallStart)
                     .count();
   if (rank == 0) {
     int64_t tokens = ran * meta.globalBatch * meta.seqLen;
@@ -641,25 +637,28 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
         {"time_s", wall},
         {"train_time_s", elapsed},
         {"mean_tokens_per_s", meanTokPerS},
-        {"final_loss", ran > 0 ? nlohmann::ordered_json(lastLoss) : nlohmann::ordered_json()},
-        {"best_eval_loss",
-         std::isfinite(bestEval) ? nlohmann::ordered_json(bestEval) : nlohmann::ordered_json()},
-        {"checkpoint", lastCheckpoint.empty() ? nlohmann::ordered_json()
-                                              : nlohmann::ordered_json(lastCheckpoint)},
-        {"stopped_by", stopped ? nlohmann::ordered_json(signalName) : nlohmann::ordered_json()},
+        {"final_loss",
+         ran > 0 ? nlohmann::ordered_json(lastLoss) : nlohmann::ordered_json()},
+        {"best_eval_loss", std::isfinite(bestEval)
+                               ? nlohmann::ordered_json(bestEval)
+                               : nlohmann::ordered_json()},
+        {"checkpoint", lastCheckpoint.empty()
+                           ? nlohmann::ordered_json()
+                           : nlohmann::ordered_json(lastCheckpoint)},
+        {"stopped_by", stopped ? nlohmann::ordered_json(signalName)
+                               : nlohmann::ordered_json()},
         {"time", utcTimestamp()}};
     log.write({{"summary", summary}});
-    std::string where =
-        lastCheckpoint.empty()
-            ? std::string("no checkpoint (no --save)")
-            : "checkpoint " + lastCheckpoint + " (resume with --resume " +
-                  opt.save + ")";
+    std::string where = lastCheckpoint.empty()
+                            ? std::string("no checkpoint (no --save)")
+                            : "checkpoint " + lastCheckpoint +
+                                  " (resume with --resume " + opt.save + ")";
     if (stopped)
       std::fprintf(stderr,
                    "strata: %s received: stopped after step %lld of %lld; "
                    "%s\n",
-                   signalName, (long long)trainer.step(),
-                   (long long)totalSteps, where.c_str());
+                   signalName, (long long)trainer.step(), (long long)totalSteps,
+                   where.c_str());
     std::fprintf(stderr,
                  "strata: done: steps %lld..%lld (%lld run) in %s, %.0f "
                  "tokens/s mean, final loss %.6f%s; %s\n",
@@ -769,23 +768,26 @@ int main(int argc, char **argv) {
       "Run-time settings", "Override the program's training settings "
                            "without recompiling (shown by --info)");
   overrides->add_option("--lr", opt.lr, "Base learning rate");
-  overrides->add_option("--lr-schedule", opt.lrSchedule,
-                        "constant, cosine or linear")
+  overrides
+      ->add_option("--lr-schedule", opt.lrSchedule,
+                   "constant, cosine or linear")
       ->check(CLI::IsMember({"constant", "cosine", "linear"}));
-  overrides->add_option("--warmup-steps", opt.warmupSteps,
-                        "Linear warm-up steps")
+  overrides
+      ->add_option("--warmup-steps", opt.warmupSteps, "Linear warm-up steps")
       ->check(nonNegative);
   overrides->add_option("--min-lr", opt.minLr,
                         "Where cosine/linear decay ends");
-  overrides->add_option("--lr-decay-steps", opt.lrDecaySteps,
-                        "Step where the decay reaches --min-lr (default for "
-                        "a schedule given here: --steps)")
+  overrides
+      ->add_option("--lr-decay-steps", opt.lrDecaySteps,
+                   "Step where the decay reaches --min-lr (default for "
+                   "a schedule given here: --steps)")
       ->check(nonNegative);
   auto *generation = app.add_option_group(
       "Generation", "Sample from trained weights (--init or --resume) with "
                     "the program's inference program and a key/value cache");
-  generation->add_option("--generate", opt.generate,
-                         "Sample N new tokens and print them")
+  generation
+      ->add_option("--generate", opt.generate,
+                   "Sample N new tokens and print them")
       ->check(positive);
   generation->add_option("--prompt", opt.prompt,
                          "Prompt text (needs --tokenizer)");
@@ -794,14 +796,15 @@ int main(int argc, char **argv) {
   generation->add_option("--tokenizer", opt.tokenizer,
                          "Directory with GPT-2's vocab.json + merges.txt or "
                          "encoder.json + vocab.bpe");
-  generation->add_option("--temperature", opt.temperature,
-                         "Softmax temperature (default 1; 0: greedy)")
+  generation
+      ->add_option("--temperature", opt.temperature,
+                   "Softmax temperature (default 1; 0: greedy)")
       ->check(CLI::Range(0.0, 1e6));
-  generation->add_option("--top-k", opt.topK,
-                         "Sample among the k most likely tokens (0: all)")
+  generation
+      ->add_option("--top-k", opt.topK,
+                   "Sample among the k most likely tokens (0: all)")
       ->check(nonNegative);
-  generation->add_flag("--print-ids", opt.printIds,
-                       "Also print the token ids");
+  generation->add_flag("--print-ids", opt.printIds, "Also print the token ids");
   CLI11_PARSE(app, argc, argv);
 
   // MPI only when an MPI launcher started us: a one-rank run without

@@ -141,13 +141,13 @@ private:
     }
     std::string tmp = path_ + ".tmp-" + std::to_string(::getpid());
     FILE *out = std::fopen(tmp.c_str(), "w");
-    bool ok = out && std::fwrite(kept.data(), 1, kept.size(), out) ==
-                         kept.size();
+    bool ok =
+        out && std::fwrite(kept.data(), 1, kept.size(), out) == kept.size();
     ok = out && std::fclose(out) == 0 && ok;
     if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0) {
       std::remove(tmp.c_str());
-      fail("--log ", path_, ": cannot rewrite it for the resumed run: ",
-           std::strerror(errno));
+      fail("--log ", path_,
+           ": cannot rewrite it for the resumed run: ", std::strerror(errno));
     }
   }
 

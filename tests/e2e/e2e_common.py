@@ -180,6 +180,28 @@ def read_log(path, raw=False, kind="train"):
     return records
 
 
+def descendants(parent, name):
+    """The processes called `name` below process `parent` (an mpirun's ranks),
+    from /proc."""
+    children = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append((int(pid), comm))
+    found, todo = [], [parent]
+    while todo:
+        for pid, comm in children.get(todo.pop(), []):
+            todo.append(pid)
+            if comm == name[:15]:
+                found.append(pid)
+    return found
+
+
 def latest(run_dir):
     """The newest checkpoint of a --save run directory (its `latest`)."""
     return os.path.join(run_dir, "latest")

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "reference"))
 import gpt2_bpe  # noqa: E402
 import safetensors_io  # noqa: E402
-from e2e_common import Session, latest, read_log, rel_diff  # noqa: E402
+from e2e_common import descendants, Session, latest, read_log, rel_diff  # noqa: E402
 
 S = Session(__doc__)
 LICENSES = "/usr/share/common-licenses"
@@ -46,27 +46,6 @@ SPEC = {"model": {"family": "gpt", "vocab": 512, "seq_len": 32, "hidden": 64,
                      "schedule": {"kind": "cosine", "warmup_steps": 4,
                                   "total_steps": STEPS, "min_lr": 6.0e-4},
                      "grad_clip": 1.0, "seed": 3}}
-
-
-def ranks_of(parent, name):
-    """The processes called `name` below `parent` (mpirun's ranks)."""
-    children = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append((int(pid), comm))
-    found, todo = [], [parent]
-    while todo:
-        for pid, comm in children.get(todo.pop(), []):
-            todo.append(pid)
-            if comm == name[:15]:
-                found.append(pid)
-    return found
 
 
 def loop():
@@ -106,7 +85,7 @@ def loop():
         if os.path.exists(log) and len(read_log(log)) >= 14:
             break
         time.sleep(0.05)
-    ranks = ranks_of(proc.pid, os.path.basename(two))
+    ranks = descendants(proc.pid, os.path.basename(two))
     for pid in ranks:
         os.kill(pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=90)

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "reference"))
 import safetensors_io  # noqa: E402
-from e2e_common import PYTHON, Session, latest, read_log, rel_diff  # noqa: E402
+from e2e_common import descendants, PYTHON, Session, latest, read_log, rel_diff  # noqa: E402
 
 group = argparse.ArgumentParser(add_help=False)
 group.add_argument("--group", choices=["eval", "checkpoints", "run"], required=True)
@@ -137,29 +137,6 @@ def eval_group():
 # -- checkpoints -------------------------------------------------------------------
 
 
-def rank_pids(parent, name):
-    """Processes called `name` below `parent` (mpirun's ranks)."""
-    children = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append((int(pid), comm))
-    found, todo = [], [parent]
-    while todo:
-        for pid, comm in children.get(todo.pop(), []):
-            todo.append(pid)
-            if comm == name[:15]:
-                found.append(pid)
-    return found
-
-
 def preempt(label, argv, log, ranks_of=None, after=3):
     """Starts argv, waits until `log` has `after` steps, sends SIGTERM (to the
     ranks when ranks_of names the binary), returns (exit code, stderr)."""
@@ -171,7 +148,7 @@ def preempt(label, argv, log, ranks_of=None, after=3):
         if os.path.exists(log) and len(read_log(log)) >= after:
             break
         time.sleep(0.05)
-    targets = rank_pids(proc.pid, ranks_of) if ranks_of else [proc.pid]
+    targets = descendants(proc.pid, ranks_of) if ranks_of else [proc.pid]
     for pid in targets:
         os.kill(pid, signal.SIGTERM)
     try:

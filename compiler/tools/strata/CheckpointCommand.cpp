@@ -10,9 +10,9 @@
 
 #include "compiler/tools/strata/Commands.h"
 
+#include "runtime/format/Bundle.h"
 #include "runtime/io/CheckpointReader.h"
 #include "runtime/io/SafeTensors.h"
-#include "runtime/format/Bundle.h"
 #include "runtime/support/Error.h"
 
 #include <CLI/CLI.hpp>
@@ -52,8 +52,8 @@ int runConsolidate(const ConsolidateOptions &opts) {
     for (const std::string &name : names) {
       values.push_back(reader.readTensor(name));
       std::vector<int64_t> shape = reader.checkpointShape(name);
-      tensors.push_back({name, "F32", shape, values.back().data(),
-                         values.back().size() * 4});
+      tensors.push_back(
+          {name, "F32", shape, values.back().data(), values.back().size() * 4});
       elements += int64_t(values.back().size());
     }
     rt::writeSafeTensors(opts.output, tensors, {{"format", "pt"}});
@@ -61,9 +61,9 @@ int runConsolidate(const ConsolidateOptions &opts) {
     std::string configPath;
     if (!config.empty()) {
       configPath = (parent / "config.json").string();
-      rt::writeFileAtomically(configPath,
-                              std::vector<uint8_t>(config.begin(), config.end()),
-                              /*executable=*/false);
+      rt::writeFileAtomically(
+          configPath, std::vector<uint8_t>(config.begin(), config.end()),
+          /*executable=*/false);
     }
     const nlohmann::json &state = reader.state();
     std::printf("consolidated %zu tensors (%lld values) of a %s checkpoint at "
@@ -77,8 +77,7 @@ int runConsolidate(const ConsolidateOptions &opts) {
                           .c_str()
                     : "1 rank",
                 opts.output.c_str(),
-                configPath.empty() ? ""
-                                   : (" and " + configPath).c_str());
+                configPath.empty() ? "" : (" and " + configPath).c_str());
     return 0;
   } catch (const rt::RuntimeError &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
@@ -103,8 +102,9 @@ void strata::addCheckpointSubcommand(CLI::App &app) {
                    "A checkpoint directory, or a run directory written by "
                    "--save (its latest checkpoint)")
       ->required();
-  consolidate->add_option("-o,--output", opts->output,
-                          "The .safetensors file to write")
+  consolidate
+      ->add_option("-o,--output", opts->output,
+                   "The .safetensors file to write")
       ->required();
   consolidate->callback(
       [opts] { throw CLI::RuntimeError(runConsolidate(*opts)); });

@@ -224,8 +224,8 @@ int runCompile(const CompileOptions &opts) {
     if (!decodeModule)
       return 1;
     mlir::PassManager pm(&ctx, mlir::ModuleOp::getOperationName());
-    if (failed(mlir::parsePassPipeline("strata-decode-step", pm,
-                                       llvm::errs())) ||
+    if (failed(
+            mlir::parsePassPipeline("strata-decode-step", pm, llvm::errs())) ||
         failed(pm.run(*decodeModule)))
       return 1;
     mlir::FailureOr<rt::RankProgram> emitted =

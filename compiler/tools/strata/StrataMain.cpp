@@ -1,8 +1,8 @@
 //===- StrataMain.cpp - The strata driver ---------------------------------===//
 //
-// `strata COMMAND ...`: import, plan, compile, calibrate, checkpoint. Each command registers itself
-// with CLI11 and reports its exit status through CLI::RuntimeError, so every
-// path leaves through one place.
+// `strata COMMAND ...`: import, plan, compile, calibrate, checkpoint. Each
+// command registers itself with CLI11 and reports its exit status through
+// CLI::RuntimeError, so every path leaves through one place.
 //
 //===----------------------------------------------------------------------===//
 

@@ -71,8 +71,7 @@ protected:
     vocab += ",\"or\":256,\"\xc4\xa0w\":257,\"\xc4\xa0wor\":258,"
              "\"ld\":259,\"<|endoftext|>\":260}";
     // Ranks: "o r" first, then "Ġ w", then "Ġw or"; "l d" last.
-    std::string merges =
-        "#version: 0.2\no r\n\xc4\xa0 w\n\xc4\xa0w or\nl d\n";
+    std::string merges = "#version: 0.2\no r\n\xc4\xa0 w\n\xc4\xa0w or\nl d\n";
     std::ofstream(dir / "vocab.json") << vocab;
     std::ofstream(dir / "merges.txt") << merges;
     fs::create_directories(dir / "openai");
@@ -123,8 +122,7 @@ TEST_F(TokenizerFilesTest, BadFilesAreClearErrors) {
             std::string::npos)
       << errorOf(dir.string());
   std::ofstream(dir / "vocab.json") << "[1, 2]";
-  EXPECT_NE(errorOf(dir.string()).find("not a JSON object"),
-            std::string::npos);
+  EXPECT_NE(errorOf(dir.string()).find("not a JSON object"), std::string::npos);
   Gpt2Tokenizer t = Gpt2Tokenizer::load((dir / "openai").string());
   EXPECT_THROW(t.decode({9999}), RuntimeError);
 }

@@ -108,14 +108,12 @@ TEST_F(LauncherTest, EmbeddedProgramTrainsAndLogs) {
   EXPECT_NE(output.find("step 4/4"), std::string::npos) << output;
   // The start-up line counts steps from 1 like the log and the progress
   // lines, and names the parameter count, not the tensor count.
-  EXPECT_NE(output.find(" parameters, 1 rank, "), std::string::npos)
-      << output;
+  EXPECT_NE(output.find(" parameters, 1 rank, "), std::string::npos) << output;
   EXPECT_NE(output.find(", steps 1..4\n"), std::string::npos) << output;
   ASSERT_EQ(run(bin + " --info"), 0);
   EXPECT_NE(output.find("hand-built MLP"), std::string::npos) << output;
   // --info names the executable, not /proc/self/exe.
-  EXPECT_NE(output.find("program: " + bin + "\n"), std::string::npos)
-      << output;
+  EXPECT_NE(output.find("program: " + bin + "\n"), std::string::npos) << output;
 }
 
 TEST_F(LauncherTest, SaveResumeThroughTheCli) {

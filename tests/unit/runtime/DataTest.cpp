@@ -87,8 +87,8 @@ TEST_F(DataTest, RandomSamplesAreSeededWindowsAtAnyOffset) {
     int64_t a = data.sampleStart(k, DataOrder::Random, key);
     // The documented formula: floor(splitmix64(key + k) * (len - S) / 2^64).
     uint64_t r = splitmix64(key + uint64_t(k));
-    EXPECT_EQ(a, int64_t((static_cast<unsigned __int128>(r) * (len - S)) >>
-                         64));
+    EXPECT_EQ(a,
+              int64_t((static_cast<unsigned __int128>(r) * (len - S)) >> 64));
     ASSERT_GE(a, 0);
     ASSERT_LE(a + S, len - 1);
     data.fillSamples(k, 1, DataOrder::Random, key, in.data(), out.data());
