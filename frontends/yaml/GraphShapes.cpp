@@ -356,6 +356,70 @@ Err inferCrossEntropy(const std::vector<TensorType> &in, const OpAttrs &,
   return std::nullopt;
 }
 
+Err inferRmsNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                 std::vector<TensorType> &out) {
+  const TensorType &x = in[0], &w = in[1];
+  if (Err e = requireFloat(x, "x"))
+    return e;
+  if (Err e = requireRankAtLeast(x, "x", 1, "[..., N]"))
+    return e;
+  if (Err e = requireSameDType(x, "x", w, "weight"))
+    return e;
+  if (w.shape != Shape{x.shape.back()})
+    return "weight is " + formatShape(w.shape) + " but x is " +
+           formatShape(x.shape) + "; expected [" +
+           std::to_string(x.shape.back()) + "] (x's last dim)";
+  double eps = floatAttr(attrs, "epsilon");
+  if (!(eps > 0) || !std::isfinite(eps))
+    return "epsilon is " + std::to_string(eps) + "; expected a positive number";
+  out = {x};
+  return std::nullopt;
+}
+
+Err inferRotary(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                std::vector<TensorType> &out) {
+  const TensorType &x = in[0];
+  if (Err e = requireFloat(x, "x"))
+    return e;
+  if (Err e = requireRankAtLeast(x, "x", 2, "[..., S, D]"))
+    return e;
+  if (x.shape.back() % 2 != 0)
+    return "x is " + formatShape(x.shape) + ", whose last dim (" +
+           std::to_string(x.shape.back()) +
+           ") is odd; expected an even head dim (features rotate in pairs)";
+  double theta = floatAttr(attrs, "theta");
+  if (!(theta > 0) || !std::isfinite(theta))
+    return "theta is " + std::to_string(theta) +
+           "; expected a positive number";
+  out = {x};
+  return std::nullopt;
+}
+
+Err inferRepeatInterleave(const std::vector<TensorType> &in,
+                          const OpAttrs &attrs, std::vector<TensorType> &out) {
+  const TensorType &x = in[0];
+  int64_t axis;
+  if (!normaliseAxis(intAttr(attrs, "axis"), x.shape.size(), axis))
+    return "axis " + std::to_string(intAttr(attrs, "axis")) +
+           " is out of range for x " + formatShape(x.shape) +
+           "; expected an axis in [" +
+           std::to_string(-(int64_t)x.shape.size()) + ", " +
+           std::to_string(x.shape.size()) + ")";
+  int64_t repeats = intAttr(attrs, "repeats");
+  if (repeats < 1)
+    return "repeats is " + std::to_string(repeats) +
+           "; expected a positive integer";
+  TensorType result = x;
+  std::optional<int64_t> size = checkedMul(x.shape[axis], repeats);
+  std::optional<int64_t> total =
+      size ? checkedMul(numElements(x.shape), repeats) : std::nullopt;
+  if (!total)
+    return "the result would have more than 2^62 elements";
+  result.shape[axis] = *size;
+  out = {result};
+  return std::nullopt;
+}
+
 std::vector<OpRule> buildRules() {
   AttrValue f = false;
   return {
@@ -460,6 +524,37 @@ std::vector<OpRule> buildRules() {
        {},
        inferCrossEntropy,
        "logits[..., C], targets[...] int32 -> float32 scalar mean loss"},
+      // Llama family.
+      {"rms_norm",
+       {"x", "weight"},
+       false,
+       1,
+       {{"epsilon", AttrKind::Float, AttrValue(1e-5)}},
+       inferRmsNorm,
+       "x * rsqrt(mean(x^2) + epsilon) * weight over the last dim"},
+      {"rotary_embedding",
+       {"x"},
+       false,
+       1,
+       {{"theta", AttrKind::Float, AttrValue(10000.0)}},
+       inferRotary,
+       "rotary position embedding of x[..., S, D] (rotate_half convention)"},
+      {"silu", {"x"}, false, 1, {}, inferUnaryFloat, "x * sigmoid(x)"},
+      {"silu_mul",
+       {"gate", "up"},
+       false,
+       1,
+       {},
+       inferElementwiseBinary,
+       "silu(gate) * up, same shapes (SwiGLU)"},
+      {"repeat_interleave",
+       {"x"},
+       false,
+       1,
+       {{"axis", AttrKind::Int, std::nullopt},
+        {"repeats", AttrKind::Int, std::nullopt}},
+       inferRepeatInterleave,
+       "each entry along axis repeated `repeats` times in place"},
   };
 }
 
