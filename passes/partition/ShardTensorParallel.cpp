@@ -269,6 +269,10 @@ void ShardTensorParallelPass::rewriteColumn(ParallelBlock &block,
 }
 
 void ShardTensorParallelPass::rewriteBlock(ParallelBlock &block) {
+  // Output widths before anything is retyped.
+  SmallVector<int64_t> widths;
+  for (BlockColumn &column : block.columns)
+    widths.push_back(tensorType(column.matmul.getResult()).getShape().back());
   for (BlockColumn &column : block.columns)
     rewriteColumn(block, column);
   // The row contracts over its weight's input dimension.
@@ -282,10 +286,8 @@ void ShardTensorParallelPass::rewriteBlock(ParallelBlock &block) {
     RankedTensorType type = tensorType(value);
     BlockColumn &column = block.columnOf(split);
     int64_t parts = split.select ? column.groups(block.viewIndex) : tp;
-    int64_t size =
-        split.viewed
-            ? tensorType(column.matmul.getResult()).getShape().back() / parts
-            : type.getDimSize(split.dim) / parts;
+    int64_t size = split.viewed ? widths[split.column] / parts
+                                : type.getDimSize(split.dim) / parts;
     value.setType(withDim(type, split.dim, size));
   }
   // A rank repeats its kv heads for its own query heads only.
