@@ -80,6 +80,20 @@ GroupSpan spanOf(const ClusterSpec &c, int64_t stride, int64_t size) {
 
 static constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
 
+void applyKindDefaults(DeviceSpec &d) {
+  if (d.kind == "cpu") {
+    d.gemmEfficiency = 0.7;
+    d.memoryEfficiency = 0.7;
+    d.kernelOverheadS = 2e-6;
+  } else {
+    d.gemmEfficiency = 0.72;
+    d.memoryEfficiency = 0.8;
+    d.kernelOverheadS = 5e-6;
+  }
+  d.gemmDepthHalf = 128;
+  d.gemmRowsHalf = 0;
+}
+
 /// A DGX node: 8 GPUs on NVLink/NVSwitch (`nvlink` bytes/s per GPU, each
 /// direction), 8 InfiniBand adapters per node (`ib` bytes/s each).
 static ClusterSpec dgx(const std::string &preset, int64_t nodes,
@@ -95,7 +109,7 @@ static ClusterSpec dgx(const std::string &preset, int64_t nodes,
   d.reservedBytes = 1 * GiB;
   d.memoryBandwidth = hbm;
   d.computeUnits = units;
-  d.gemmEfficiency = 0.72;
+  applyKindDefaults(d);
   c.levels.push_back({"nvlink", 8, nvlink, 3e-6, 0.8, 1.0});
   c.levels.push_back({"infiniband", nodes, ib, 5e-6, 0.9, 1.0});
   return c;
@@ -122,11 +136,10 @@ static ClusterSpec localRanks(int64_t ranks) {
   double total =
       pages > 0 && pageSize > 0 ? double(pages) * pageSize : 16 * GiB;
   d.memoryBytes = total / double(ranks);
+  c.sharedHostMemoryBytes = total;
   d.memoryBandwidth = 20e9;
   d.computeUnits = 0;
-  d.gemmEfficiency = 0.7;
-  d.memoryEfficiency = 0.7;
-  d.kernelOverheadS = 2e-6;
+  applyKindDefaults(d);
   c.levels.push_back({"shared-memory", ranks, 5e9, 1e-6, 0.8, 1.0});
   return c;
 }
@@ -283,12 +296,15 @@ public:
                   "(see docs/cluster-spec.md)");
       return std::nullopt;
     }
-    checkKeys(root, {"name", "device", "topology"}, "the cluster spec");
+    checkKeys(root, {"name", "device", "topology", "host_memory"},
+              "the cluster spec");
     ClusterSpec c;
     c.name =
         root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : path;
     readDevice(root, c.device);
     readTopology(root, c);
+    if (auto v = quantity(root, "host_memory", "bytes", false, "24 GiB"))
+      c.sharedHostMemoryBytes = *v;
     if (!diags.empty())
       return std::nullopt;
     return c;
@@ -314,6 +330,8 @@ private:
       if (d.kind != "gpu" && d.kind != "cpu")
         error(k, "device kind must be 'gpu' or 'cpu', not '" + d.kind + "'");
     }
+    // What `efficiency` leaves out is what the presets of this kind use.
+    applyKindDefaults(d);
     if (auto v = quantity(dev, "memory", "bytes", true, "80 GiB"))
       d.memoryBytes = *v;
     if (auto v = quantity(dev, "reserved_memory", "bytes", false, "1 GiB"))

@@ -54,6 +54,12 @@ struct DeviceSpec {
   double peakFor(const std::string &dtype) const;
 };
 
+/// The efficiency constants of a device of `kind` ("gpu" or "cpu") that a
+/// cluster YAML leaves out: the same numbers the presets use, so a preset
+/// written out by hand predicts what the preset predicts
+/// (docs/cluster-spec.md lists them).
+void applyKindDefaults(DeviceSpec &device);
+
 /// One level of the topology tree, innermost first. `size` units of the level
 /// below (devices for level 0) form one unit of this level.
 struct TopologyLevel {
@@ -70,6 +76,10 @@ struct ClusterSpec {
   std::string name;
   DeviceSpec device;
   std::vector<TopologyLevel> levels;
+  /// The devices are ranks of one host that split its memory (`local:N`):
+  /// `device.memoryBytes` is this total over the device count, so more
+  /// ranks do not add memory. 0 for clusters of real devices.
+  double sharedHostMemoryBytes = 0;
 
   int64_t numDevices() const;
   /// Devices in one unit of level `l` (product of sizes up to and incl. l).

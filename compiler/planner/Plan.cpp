@@ -261,6 +261,7 @@ std::string planResultToJson(const PlanResult &r, const std::string &model,
     j["plan"] = planJson(b->plan);
     j["predicted"] = estimateJson(b->estimate);
   }
+  j["pins"] = r.pins;
   j["search"] = {{"time_s", r.searchTimeS},
                  {"candidates_evaluated", r.candidatesEvaluated},
                  {"space_size", r.spaceSize}};

@@ -120,6 +120,9 @@ struct PlanResult {
   double searchTimeS = 0;
   int64_t candidatesEvaluated = 0;
   int64_t spaceSize = 0; ///< candidates before memory and bound pruning
+  /// The fixed plan fields, as Pins::describe words them ("--pin tp=2",
+  /// "micro_batch=8 (training.micro_batch in the spec)").
+  std::vector<std::string> pins;
   const RankedPlan *best() const { return plans.empty() ? nullptr : &plans[0]; }
 };
 

@@ -50,6 +50,19 @@ PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
       r.error = error;
       return r;
     }
+  // The spec's micro_batch is part of what the user asked for: plan and
+  // compile both hold it, so the plan `strata plan` reports is the one
+  // `strata compile` builds. A --pin of either batch split overrides it.
+  if (spec->training.microBatch && !opts.pins.microBatch &&
+      !opts.pins.numMicrobatches &&
+      !parsePin("micro_batch=" + std::to_string(*spec->training.microBatch),
+                opts.pins, error,
+                "training.micro_batch: " +
+                    std::to_string(*spec->training.microBatch) +
+                    " in the spec")) {
+    r.error = error;
+    return r;
+  }
   if (modelOut)
     *modelOut = *model;
   if (clusterOut)
@@ -77,6 +90,11 @@ struct PlanCliOptions {
 }
 
 static void runPlan(const PlanCliOptions &o) {
+  if (o.request.cluster.empty())
+    fail("strata plan: error: --cluster is required: where the model trains, "
+         "e.g. --cluster dgx-a100:4 (4 DGX A100 nodes), --cluster local:2 (2 "
+         "CPU ranks on this machine) or --cluster my-cluster.yaml "
+         "(docs/cluster-spec.md)");
   ModelDesc model;
   ClusterSpec cluster;
   PlanResult r = planFromFiles(o.request, &model, &cluster);
@@ -94,20 +112,20 @@ static void runPlan(const PlanCliOptions &o) {
     if (!out)
       fail("--trace " + o.tracePath + ": cannot write the file");
   }
+  // With the IR on standard output, the report goes to standard error, so
+  // the IR stays parseable and the report is still seen.
+  std::ostream &report = o.irPath == "-" ? std::cerr : std::cout;
   if (!o.irPath.empty()) {
     std::string error;
     if (!o.emitIr(o.request.modelPath, r.plans[0].plan, o.irPath, error))
       fail("--emit-ir " + o.irPath + ": " + error);
-    // The IR went to standard output: keep the report off it.
-    if (o.irPath == "-")
-      return;
   }
   if (o.json)
-    std::cout << planResultToJson(r, o.request.modelPath, cluster.name,
-                                  cluster.numDevices())
-              << "\n";
+    report << planResultToJson(r, o.request.modelPath, cluster.name,
+                               cluster.numDevices())
+           << "\n";
   else
-    std::cout << formatPlanReport(r, model, cluster);
+    report << formatPlanReport(r, model, cluster);
 }
 
 void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
@@ -119,15 +137,14 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
       ->required();
   plan->add_option("--cluster", opts->request.cluster,
                    "dgx-a100:NODES, dgx-h100:NODES, local:RANKS or a cluster "
-                   "YAML file (docs/cluster-spec.md)")
-      ->required();
+                   "YAML file (docs/cluster-spec.md); required");
   plan->add_option("--global-batch", opts->request.globalBatch,
                    "sequences per step (default: training.global_batch)")
       ->check(CLI::PositiveNumber);
   plan->add_option("--pin", opts->request.pins,
                    "fix a plan field: dp, tp, pp, vpp, micro_batch, "
                    "num_microbatches, schedule, zero, recompute, sp, "
-                   "placement (repeatable)")
+                   "placement, bucket_bytes (repeatable)")
       ->allow_extra_args(false);
   plan->add_option("--top", opts->request.topK,
                    "plans to show: the best and K-1 runners-up")
@@ -140,7 +157,8 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
   if (opts->emitIr)
     plan->add_option("--emit-ir", opts->irPath,
                      "write the model's IR with the plan attached as "
-                     "`strata.plan` (- for standard output)");
+                     "`strata.plan` (- for standard output; the report then "
+                     "goes to standard error)");
   plan->callback([opts] { runPlan(*opts); });
 }
 

@@ -2,6 +2,8 @@
 
 #include "compiler/planner/Report.h"
 
+#include "runtime/support/Format.h"
+
 #include <cstdio>
 #include <sstream>
 
@@ -13,9 +15,7 @@ static std::string fmt(const char *f, double v) {
   return buf;
 }
 
-static std::string gib(double b) {
-  return fmt("%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
-}
+static std::string gib(double b) { return formatBytes(b); }
 
 static std::string secs(double s) {
   return s >= 1 ? fmt("%.3f s", s) : fmt("%.2f ms", s * 1e3);
@@ -27,8 +27,9 @@ std::string formatPlanReport(const PlanResult &r, const ModelDesc &m,
   const RankedPlan &best = r.plans.at(0);
   const Plan &p = best.plan;
   const Estimate &e = best.estimate;
-  os << "model:   " << m.name << " (" << fmt("%.2fB", m.totalParams() / 1e9)
-     << " parameters, " << m.layers << " layers, " << m.dtype << ")\n";
+  os << "model:   " << m.name << " (" << formatCount(double(m.totalParams()))
+     << " parameters, " << plural(m.layers, "layer") << ", " << m.dtype
+     << ")\n";
   os << "cluster: " << c.name << " (" << c.numDevices() << " x "
      << c.device.name << ", " << gib(c.device.memoryBytes) << " each)\n\n";
   os << "plan: " << p.summary() << "\n";
@@ -37,10 +38,10 @@ std::string formatPlanReport(const PlanResult &r, const ModelDesc &m,
      << (p.pp == 1 ? " stage" : " stages");
   if (p.schedule == Schedule::Interleaved)
     os << " x " << p.vpp << " virtual";
-  os << "\n  " << p.numMicrobatches << " micro-batches of " << p.microBatch
-     << " per replica (global batch " << p.globalBatch() << "), schedule "
-     << scheduleName(p.schedule) << ", ZeRO-" << p.zero << ", recompute "
-     << recomputeName(p.recompute) << "\n";
+  os << "\n  " << plural(p.numMicrobatches, "micro-batch") << " of "
+     << p.microBatch << " per replica (global batch " << p.globalBatch()
+     << "), schedule " << scheduleName(p.schedule) << ", ZeRO-" << p.zero
+     << ", recompute " << recomputeName(p.recompute) << "\n";
   os << "  placement (innermost first): " << axisName(p.axisOrder[0]) << ", "
      << axisName(p.axisOrder[1]) << ", " << axisName(p.axisOrder[2]) << "\n";
   if (p.pp > 1) {
@@ -62,7 +63,7 @@ std::string formatPlanReport(const PlanResult &r, const ModelDesc &m,
   line("pipeline bubble         ", e.time.bubble);
   line("optimizer               ", e.time.optimizer);
   os << "throughput: " << fmt("%.0f", e.tokensPerS) << " tokens/s, "
-     << fmt("%.1f", e.tflopsPerDevice) << " model TFLOP/s per device, MFU "
+     << formatFlops(e.tflopsPerDevice * 1e12) << " (model) per device, MFU "
      << fmt("%.1f%%", 100 * e.mfu) << "\n\n";
   os << "peak memory per device: " << gib(e.memory.total()) << " of "
      << gib(e.memoryLimitBytes) << "\n";
@@ -72,6 +73,12 @@ std::string formatPlanReport(const PlanResult &r, const ModelDesc &m,
      << gib(e.memory.activations) << ", communication buffers "
      << gib(e.memory.commBuffers) << ", reserved " << gib(e.memory.reserved)
      << "\n\n";
+  if (!r.pins.empty()) {
+    os << "pinned:";
+    for (size_t i = 0; i < r.pins.size(); ++i)
+      os << (i ? ", " : " ") << r.pins[i];
+    os << "\n";
+  }
   os << "search: " << secs(r.searchTimeS) << ", " << r.spaceSize
      << " candidates, " << r.candidatesEvaluated << " costed after pruning\n";
   if (r.plans.size() > 1) {

@@ -11,6 +11,8 @@
 
 #include "compiler/planner/Search.h"
 
+#include "runtime/support/Format.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,7 +27,8 @@ namespace strata::planner {
 // Pins
 //===----------------------------------------------------------------------===//
 
-bool parsePin(const std::string &text, Pins &pins, std::string &error) {
+bool parsePin(const std::string &text, Pins &pins, std::string &error,
+              const std::string &origin) {
   auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
     error = "--pin '" + text + "': expected key=value, e.g. --pin tp=8";
@@ -107,8 +110,10 @@ bool parsePin(const std::string &text, Pins &pins, std::string &error) {
             "schedule, zero, recompute, sp, placement, bucket_bytes";
     ok = false;
   }
-  if (ok)
+  if (ok) {
     pins.given.push_back(text);
+    pins.origins.push_back(origin);
+  }
   return ok;
 }
 
@@ -124,6 +129,26 @@ struct DeviceSlots {
 };
 } // namespace
 
+/// Memory of pipeline device d holding n layers: fixed + n * perLayer.
+struct DeviceMemory {
+  double fixed = 0, perLayer = 0;
+};
+
+static DeviceMemory deviceMemory(const Plan &p, const StageCosts &sc,
+                                 int64_t d) {
+  double inflight = inflightMicrobatches(p, d);
+  DeviceMemory m;
+  m.fixed = sc.commBuffers + sc.reserved + sc.transientActivation;
+  if (d == 0)
+    m.fixed += sc.firstWeights + sc.firstGrads + sc.firstOptState +
+               inflight * sc.firstActivation;
+  if (d == p.pp - 1)
+    m.fixed +=
+        sc.lastWeights + sc.lastGrads + sc.lastOptState + sc.lastActivation;
+  m.perLayer = sc.layerStatic() + inflight * sc.layerActivation;
+  return m;
+}
+
 static bool deviceSlots(const Plan &p, const StageCosts &sc, int64_t layers,
                         DeviceSlots &out) {
   int64_t P = p.pp;
@@ -132,26 +157,54 @@ static bool deviceSlots(const Plan &p, const StageCosts &sc, int64_t layers,
   out.cap.assign(P, 0);
   for (int64_t d = 0; d < P; ++d) {
     double extra = sc.p2pPerMicrobatch;
-    double inflight = inflightMicrobatches(p, d);
-    double fixed = sc.commBuffers + sc.reserved + sc.transientActivation;
-    if (d == 0) {
+    if (d == 0)
       extra += sc.firstCompute + sc.firstTpComm;
-      fixed += sc.firstWeights + sc.firstGrads + sc.firstOptState +
-               inflight * sc.firstActivation;
-    }
-    if (d == P - 1) {
+    if (d == P - 1)
       extra += sc.lastCompute + sc.lastTpComm;
-      fixed +=
-          sc.lastWeights + sc.lastGrads + sc.lastOptState + sc.lastActivation;
-    }
-    double perLayer = sc.layerStatic() + inflight * sc.layerActivation;
-    double room = (sc.memoryLimit - fixed) / perLayer;
+    DeviceMemory m = deviceMemory(p, sc, d);
+    double room = (sc.memoryLimit - m.fixed) / m.perLayer;
     if (!(room >= 1))
       return false;
     out.cap[d] = int64_t(std::min(std::floor(room), double(layers)));
     out.extra[d] = extra / lt;
   }
   return true;
+}
+
+/// The least memory the most loaded device of `p` can get away with, over
+/// every split of the layers into stages (at least one layer each; uniform
+/// chunks when interleaved), whether or not it fits.
+static double leanestPeak(const Plan &p, const StageCosts &sc, int64_t layers) {
+  int64_t P = p.pp;
+  std::vector<DeviceMemory> mem(P);
+  for (int64_t d = 0; d < P; ++d)
+    mem[d] = deviceMemory(p, sc, d);
+  if (p.schedule == Schedule::Interleaved || P == 1) {
+    double per = double(layers) / double(P), peak = 0;
+    for (const DeviceMemory &m : mem)
+      peak = std::max(peak, m.fixed + per * m.perLayer);
+    return peak;
+  }
+  // Binary search on the peak M: device d takes floor((M - fixed) /
+  // perLayer) layers; M is enough when that covers every layer.
+  double lo = 0, hi = 0;
+  for (const DeviceMemory &m : mem) {
+    lo = std::max(lo, m.fixed + m.perLayer);
+    hi = std::max(hi, m.fixed + double(layers) * m.perLayer);
+  }
+  auto enough = [&](double M) {
+    double sum = 0;
+    for (const DeviceMemory &m : mem)
+      sum += std::floor((M - m.fixed) / m.perLayer + 1e-9);
+    return sum >= double(layers);
+  };
+  if (enough(lo))
+    return lo;
+  for (int i = 0; i < 64 && hi - lo > 1e-6 * hi; ++i) {
+    double mid = 0.5 * (lo + hi);
+    (enough(mid) ? hi : lo) = mid;
+  }
+  return hi;
 }
 
 /// Layers device d may take if no device may exceed X layer-times.
@@ -327,11 +380,7 @@ static std::vector<int64_t> divisors(int64_t n) {
   return small;
 }
 
-static std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
-  return buf;
-}
+static std::string gib(double bytes) { return formatBytes(bytes); }
 
 /// Checks pins against the model and cluster before searching, so a pin that
 /// cannot divide gets a message naming it rather than "nothing fits".
@@ -377,10 +426,14 @@ static bool checkPins(const ModelDesc &m, int64_t N, const SearchOptions &o,
     return fail("--pin schedule=interleaved needs pp > 1");
   if (p.microBatch) {
     int64_t perReplica = p.dp ? o.globalBatch / *p.dp : o.globalBatch;
+    std::string pin = "--pin micro_batch=" + std::to_string(*p.microBatch);
+    for (size_t i = 0; i < p.given.size(); ++i)
+      if (p.given[i].rfind("micro_batch=", 0) == 0)
+        pin = p.describe(i);
     if (perReplica % *p.microBatch)
-      return fail("--pin micro_batch=" + std::to_string(*p.microBatch) +
-                  ": does not divide the " + std::to_string(perReplica) +
-                  " sequences per replica (global batch / dp)");
+      return fail(pin + ": does not divide the " +
+                  plural(perReplica, "sequence") +
+                  " per replica (global batch / dp)");
   }
   if (p.recompute && *p.recompute == Recompute::Selective &&
       m.kind != ModelDesc::Kind::Transformer)
@@ -496,7 +549,9 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                                                  sc.layerActivation) +
                                         sc.commBuffers + sc.reserved +
                                         sc.transientActivation;
-                    minPeak = std::min(minPeak, uniformMem);
+                    // The exact figure only where the bound could beat it.
+                    if (uniformMem < minPeak)
+                      minPeak = std::min(minPeak, leanestPeak(p, sc, L));
                     if (steady >= kthBest())
                       continue;
                     ++r.candidatesEvaluated;
@@ -587,6 +642,8 @@ PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
   }
   double minPeak = 0;
   r = runSearch(model, cluster, options, *costModel, minPeak);
+  for (size_t i = 0; i < options.pins.given.size(); ++i)
+    r.pins.push_back(options.pins.describe(i));
   r.searchTimeS =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -594,8 +651,8 @@ PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
     return r;
   if (r.spaceSize == 0) {
     std::string pinned;
-    for (const std::string &g : options.pins.given)
-      pinned += " --pin " + g;
+    for (size_t i = 0; i < options.pins.given.size(); ++i)
+      pinned += " " + options.pins.describe(i);
     r.error = "no plan of " + std::to_string(N) + " devices satisfies" +
               (pinned.empty() ? std::string(" the model's shape") : pinned) +
               " with global batch " + std::to_string(options.globalBatch) +
@@ -604,11 +661,12 @@ PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
     return r;
   }
   double limit = cluster.device.memoryBytes;
-  r.error = "no plan fits in device memory: the leanest needs at least " +
-            gib(minPeak) + " per device, has " + gib(limit);
+  r.error = "no plan fits in device memory: the leanest plan needs " +
+            gib(minPeak) + " on its most loaded device, which has " +
+            gib(limit);
   if (!options.diagnoseInfeasible)
     return r;
-  // Smallest change that fits: drop one pin, else grow the cluster.
+  // Smallest change that fits: drop one pin, else change the device count.
   std::vector<std::string> fixes;
   for (size_t i = 0; i < options.pins.given.size(); ++i) {
     SearchOptions relaxed = options;
@@ -618,26 +676,51 @@ PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
     std::string ignored;
     for (size_t j = 0; j < options.pins.given.size(); ++j)
       if (j != i)
-        parsePin(options.pins.given[j], relaxed.pins, ignored);
+        parsePin(options.pins.given[j], relaxed.pins, ignored,
+                 options.pins.origins[j]);
     PlanResult alt = searchPlans(model, cluster, relaxed);
     if (alt.ok)
-      fixes.push_back("drop --pin " + options.pins.given[i] + " (then " +
+      fixes.push_back("drop " + options.pins.describe(i) + " (then " +
                       alt.plans[0].plan.summary() + " fits)");
+  }
+  auto tryCluster = [&](const ClusterSpec &other) {
+    SearchOptions relaxed = options;
+    relaxed.diagnoseInfeasible = false;
+    relaxed.topK = 1;
+    PlanResult alt = searchPlans(model, other, relaxed);
+    return alt.ok ? alt.plans[0].plan.summary() : std::string();
+  };
+  if (fixes.empty() && cluster.sharedHostMemoryBytes > 0 &&
+      cluster.levels.size() == 1) {
+    // Ranks of one host split its memory: fewer ranks get more each.
+    for (int64_t n = N / 2; n >= 1 && fixes.empty(); n /= 2) {
+      ClusterSpec fewer = cluster;
+      fewer.levels[0].size = n;
+      fewer.device.memoryBytes = cluster.sharedHostMemoryBytes / double(n);
+      std::string plan = tryCluster(fewer);
+      if (!plan.empty())
+        fixes.push_back("use " + plural(n, "rank") +
+                        " (--cluster local:" + std::to_string(n) + ", " +
+                        gib(fewer.device.memoryBytes) + " each; then " + plan +
+                        " fits)");
+    }
+    if (fixes.empty())
+      fixes.push_back(
+          "none on this machine: its ranks share " +
+          gib(cluster.sharedHostMemoryBytes) +
+          ", and more ranks do not add memory; use a smaller model, a "
+          "smaller micro-batch, or a machine with more memory");
   }
   if (fixes.empty() && !cluster.levels.empty()) {
     for (int64_t factor : {2, 4, 8, 16}) {
       ClusterSpec bigger = cluster;
       bigger.levels.back().size *= factor;
-      SearchOptions relaxed = options;
-      relaxed.diagnoseInfeasible = false;
-      relaxed.topK = 1;
-      PlanResult alt = searchPlans(model, bigger, relaxed);
-      if (alt.ok) {
+      std::string plan = tryCluster(bigger);
+      if (!plan.empty()) {
         fixes.push_back("use " + std::to_string(bigger.numDevices()) +
                         " devices (" +
                         std::to_string(bigger.levels.back().size) + " " +
-                        bigger.levels.back().name + " units), e.g. " +
-                        alt.plans[0].plan.summary());
+                        bigger.levels.back().name + " units), e.g. " + plan);
         break;
       }
     }

@@ -31,13 +31,24 @@ struct Pins {
   std::optional<Recompute> recompute;
   std::optional<bool> sp;
   std::optional<std::array<Axis, 3>> placement;
-  /// The pins as the user wrote them, for error messages.
+  /// The pins as the user wrote them ("tp=2"), for error messages, and
+  /// how to name the ones not given with `--pin` (e.g.
+  /// "training.micro_batch: 8 in the spec"; empty for `--pin`).
   std::vector<std::string> given;
+  std::vector<std::string> origins;
   bool empty() const { return given.empty(); }
+  /// "--pin tp=2", or "training.micro_batch: 8 in the spec".
+  std::string describe(size_t i) const {
+    if (i < origins.size() && !origins[i].empty())
+      return origins[i];
+    return "--pin " + given[i];
+  }
 };
 
 /// Parses one "key=value"; on failure says which keys and values exist.
-bool parsePin(const std::string &text, Pins &pins, std::string &error);
+/// `origin` names a pin not given with --pin (Pins::origins).
+bool parsePin(const std::string &text, Pins &pins, std::string &error,
+              const std::string &origin = "");
 
 struct SearchOptions {
   int64_t globalBatch = 0; ///< sequences per step (required, > 0)

@@ -14,6 +14,7 @@
 #include "runtime/launcher/StepLog.h"
 #include "runtime/mpi/MpiBackend.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/Format.h"
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,8 @@
 #include <unistd.h>
 
 using namespace strata::rt;
+using strata::formatCount;
+using strata::formatGrouped;
 
 namespace {
 
@@ -59,24 +62,6 @@ std::string formatDuration(double seconds) {
   else
     std::snprintf(buf, sizeof buf, "%lds", s);
   return buf;
-}
-
-/// 136960 -> "136,960 (137K)"; 124439808 -> "124,439,808 (124.4M)".
-std::string formatCount(int64_t n) {
-  std::string digits = std::to_string(n), grouped;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      grouped += ',';
-    grouped += digits[i];
-  }
-  if (n < 1000)
-    return grouped;
-  char buf[32];
-  const char *unit = n >= 1000000000 ? "B" : n >= 1000000 ? "M" : "K";
-  double scaled = n >= 1000000000 ? n / 1e9 : n >= 1000000 ? n / 1e6 : n / 1e3;
-  std::snprintf(buf, sizeof buf, scaled < 100 ? "%.1f%s" : "%.0f%s", scaled,
-                unit);
-  return grouped + " (" + buf + ")";
 }
 
 /// The model's parameter count: every checkpoint tensor once, whole, however
@@ -211,8 +196,9 @@ template <typename Fn> void agree(CommBackend &comms, Fn body) {
   throw AlreadyReported{};
 }
 
-/// STRATA_TEST_FAIL="rank:step": that rank dies at the start of that step
-/// (tests of the dead-rank behaviour).
+/// STRATA_TEST_FAIL="rank:step": that rank dies at the start of that step,
+/// counted from 1 like every step number users see (tests of the dead-rank
+/// behaviour).
 struct TestFailure {
   int64_t rank = -1, step = -1;
 };
@@ -224,9 +210,9 @@ TestFailure parseTestFailure() {
     return f;
   long long r, st;
   char tail;
-  if (std::sscanf(env, "%lld:%lld%c", &r, &st, &tail) != 2 || r < 0 || st < 0)
+  if (std::sscanf(env, "%lld:%lld%c", &r, &st, &tail) != 2 || r < 0 || st < 1)
     throw CollectiveError(std::string("STRATA_TEST_FAIL=") + env +
-                          " must be RANK:STEP (two integers >= 0)");
+                          " must be RANK:STEP (RANK >= 0, STEP >= 1)");
   f.rank = r;
   f.step = st;
   return f;
@@ -345,20 +331,24 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   int64_t toRun = std::max<int64_t>(0, totalSteps - first);
   int64_t printEvery =
       opt.printEvery > 0 ? opt.printEvery : (toRun <= 100 ? 1 : 10);
+  int64_t params = modelParameterCount(trainer.program());
   if (rank == 0)
-    std::fprintf(stderr, "strata: %s model, %s parameters, %d rank%s, data: %s, %s\n",
-                 meta.family.c_str(),
-                 formatCount(modelParameterCount(trainer.program())).c_str(),
-                 world, world == 1 ? "" : "s", data->description().c_str(),
-                 first == 0
-                     ? ("steps 1.." + std::to_string(totalSteps)).c_str()
-                     : ("steps " + std::to_string(first + 1) + ".." +
-                        std::to_string(totalSteps) + " (resumed after step " +
-                        std::to_string(first) + ")")
-                           .c_str());
+    std::fprintf(
+        stderr, "strata: %s model, %s parameters, %d rank%s, data: %s, %s\n",
+        meta.family.c_str(),
+        (formatGrouped(params) + (params >= 1000000
+                                      ? " (" + formatCount(double(params)) + ")"
+                                      : std::string()))
+            .c_str(),
+        world, world == 1 ? "" : "s", data->description().c_str(),
+        first == 0 ? ("steps 1.." + std::to_string(totalSteps)).c_str()
+                   : ("steps " + std::to_string(first + 1) + ".." +
+                      std::to_string(totalSteps) + " (resumed after step " +
+                      std::to_string(first) + ")")
+                         .c_str());
   double elapsed = 0.0;
   for (int64_t i = 0; i < toRun; ++i) {
-    if (testFailure.rank == rank && testFailure.step == trainer.step()) {
+    if (testFailure.rank == rank && testFailure.step == trainer.step() + 1) {
       std::fprintf(stderr,
                    "strata: rank %d: STRATA_TEST_FAIL: exiting with status 3 "
                    "at the start of step %lld\n",

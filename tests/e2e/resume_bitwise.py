@@ -100,7 +100,7 @@ def crash(name):
     proc = S.run([binary, "--steps", N, "--log", log, "--save", ckpt, "--save-every", 4],
                  expect_ok=False, env={"STRATA_TEST_FAIL": "0:6"})
     S.check(proc.returncode == 3 and "STRATA_TEST_FAIL" in proc.stderr,
-            f"{name}: the run dies at the start of step 7 (exit 3)",
+            f"{name}: the run dies at the start of step 6 (exit 3)",
             f"exit {proc.returncode}; stderr:\n{proc.stderr}")
     with open(log, "rb") as f:
         S.check(f.read() == old_log, f"{name}: the existing --log keeps its bytes")
@@ -114,7 +114,7 @@ def crash(name):
            "--save", final])
     got = [[r[k] for k in FIELDS] for r in read_log(resumed_log, raw=True)]
     want = [[r[k] for k in FIELDS] for r in full[4:]]
-    S.check(got == want, f"{name}: steps 4..{N - 1} after the crash repeat the "
+    S.check(got == want, f"{name}: steps 5..{N} after the crash repeat the "
             "uninterrupted run digit for digit", f"{got[:2]} vs {want[:2]}")
     for f in ("model.safetensors", "optimizer.safetensors"):
         S.check(files_equal(os.path.join(full_ckpt, f), os.path.join(final, f)),

@@ -206,6 +206,9 @@ std::string renderSpec(const Measured &m, const CalibrateOptions &opts,
                          f.busBw / 1e9, f.maxRelError * 100);
   }
   os << "name: calibrated-local-" << m.ranks << "\n"
+     << "# the ranks split this host's memory: more ranks do not add any\n"
+     << llvm::format("host_memory: %.2f GiB\n",
+                     m.physicalMemory / double(1u << 30))
      << "device:\n"
      << "  name: " << quoted(m.cpu + ", 1 thread per rank") << "\n"
      << "  kind: cpu\n"

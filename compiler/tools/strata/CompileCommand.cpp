@@ -22,6 +22,7 @@
 #include "runtime/format/Bundle.h"
 #include "runtime/format/ProgramBuilder.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -31,6 +32,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <CLI/CLI.hpp>
+
+#include <thread>
 
 using namespace strata;
 
@@ -145,20 +148,6 @@ int runCompile(const CompileOptions &opts) {
   request.modelPath = opts.model;
   request.cluster = opts.cluster;
   request.pins = opts.pins;
-  // What the emitter cannot do yet is pinned away unless the user pins it
-  // (then the error below says so); the spec's micro_batch is honoured.
-  auto pinned = [&](const std::string &key) {
-    return llvm::any_of(opts.pins, [&](const std::string &p) {
-      return llvm::StringRef(p).starts_with(key + "=");
-    });
-  };
-  {
-    std::string ignored; // reported below, when the spec is loaded for real
-    if (auto s = loadSpec(opts.model, ignored))
-      if (s->training.microBatch && !pinned("micro_batch"))
-        request.pins.push_back("micro_batch=" +
-                               std::to_string(*s->training.microBatch));
-  }
   request.topK = 1;
   planner::PlanResult planned = planner::planFromFiles(request);
   if (!planned.ok) {
@@ -289,18 +278,28 @@ int runCompile(const CompileOptions &opts) {
     llvm::errs() << "error: " << e.what() << "\n";
     return 1;
   }
-  llvm::outs() << llvm::format(
-      "compiled %s -> %s (%lld rank%s; run it with %s)\n"
-      "  rank 0: arena %.1f MiB (%.1f MiB persistent, %.1f MiB without "
-      "reuse); %zu instructions per micro-batch, %lld micro-batch(es) per "
-      "step\n",
-      spec->path.c_str(), opts.output.c_str(), (long long)ranks,
-      ranks == 1 ? "" : "s",
-      ranks == 1 ? "./BIN"
-                 : ("mpirun -np " + std::to_string(ranks) + " BIN").c_str(),
-      stats.arenaBytes / 1048576.0, stats.persistentBytes / 1048576.0,
-      stats.unsharedBytes / 1048576.0, stats.numInstructions,
-      (long long)meta.numMicrobatches);
+  // How to run it, spelled with the path the user gave.
+  std::string run = opts.output;
+  if (run.find('/') == std::string::npos)
+    run = "./" + run;
+  if (ranks > 1) {
+    unsigned cores = std::thread::hardware_concurrency();
+    bool over = cores > 0 && uint64_t(ranks) > cores;
+    run = std::string("mpirun ") + (over ? "--oversubscribe " : "") + "-np " +
+          std::to_string(ranks) + " " + run +
+          (over ? "   (more ranks than this machine's " +
+                      std::to_string(cores) + " cores)"
+                : "");
+  }
+  llvm::outs() << "compiled " << spec->path << " -> " << opts.output << " ("
+               << plural(ranks, "rank") << ")\n"
+               << "  rank 0: arena " << formatBytes(double(stats.arenaBytes))
+               << " (" << formatBytes(double(stats.persistentBytes))
+               << " persistent, " << formatBytes(double(stats.unsharedBytes))
+               << " without reuse); " << stats.numInstructions
+               << " instructions per micro-batch, "
+               << plural(meta.numMicrobatches, "micro-batch") << " per step\n"
+               << "run it: " << run << "\n";
   return 0;
 }
 

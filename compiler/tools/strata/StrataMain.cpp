@@ -27,12 +27,35 @@ int main(int argc, char **argv) {
   strata::addCompileSubcommand(app);
   strata::addCalibrateSubcommand(app);
   strata::planner::addPlanSubcommand(app, strata::emitPlannedIr);
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CLI::App *sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "strata: error: unknown command '" << argv[1]
+                << "'; the commands are " << names
+                << " (see `strata --help`)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError &e) {
     return e.get_exit_code();
   } catch (const CLI::ParseError &e) {
-    return app.exit(e);
+    // --help and friends print and succeed; a malformed command line gets
+    // one line naming the command and where to read more.
+    if (e.get_exit_code() == 0)
+      return app.exit(e);
+    std::string command = "strata";
+    for (const CLI::App *sub : app.get_subcommands())
+      command += " " + sub->get_name();
+    std::cerr << command << ": error: " << e.what() << "; see `" << command
+              << " --help`\n";
+    return 2;
   } catch (const std::exception &e) {
     std::cerr << "strata: error: " << e.what() << "\n";
     return 1;

@@ -80,6 +80,50 @@ TEST(Cluster, YamlSpecParses) {
   EXPECT_DOUBLE_EQ(c->levels[1].oversubscription, 2.0);
 }
 
+TEST(Cluster, YamlWithoutEfficienciesGetsThePresetsNumbers) {
+  // The dgx-a100 preset written out by hand, efficiencies left out: the
+  // device must be the preset's, so both predict the same.
+  const char *gpuText = R"(
+device:
+  kind: gpu
+  memory: 80 GiB
+  reserved_memory: 1 GiB
+  memory_bandwidth: 2039 GB/s
+  peak_flops: {bfloat16: 312 TFLOP/s, float16: 312 TFLOP/s, float32: 19.5 TFLOP/s}
+  compute_units: 108
+topology:
+  - {name: nvlink, size: 8, bandwidth: 300 GB/s, latency: 3 us}
+)";
+  std::vector<PlannerDiag> diags;
+  std::string text = gpuText;
+  auto yaml = loadClusterSpec("a100.yaml", diags, &text);
+  ASSERT_TRUE(yaml) << (diags.empty() ? "" : diags[0].str());
+  std::string err;
+  bool isPreset = false;
+  auto preset = clusterPreset("dgx-a100:1", err, isPreset);
+  ASSERT_TRUE(preset) << err;
+  for (const DeviceSpec *d : {&yaml->device, &preset->device}) {
+    EXPECT_DOUBLE_EQ(d->gemmEfficiency, 0.72);
+    EXPECT_DOUBLE_EQ(d->memoryEfficiency, 0.8);
+    EXPECT_DOUBLE_EQ(d->kernelOverheadS, 5e-6);
+    EXPECT_DOUBLE_EQ(d->gemmDepthHalf, 128);
+  }
+  // A CPU device gets the local:N preset's numbers.
+  text = "device: {kind: cpu, memory: 4 GiB, memory_bandwidth: 20 GB/s, "
+         "peak_flops: {float32: 150 GFLOP/s}}\n"
+         "topology: [{name: shm, size: 2, bandwidth: 5 GB/s, latency: 1 us}]\n";
+  auto cpu = loadClusterSpec("cpu.yaml", diags, &text);
+  ASSERT_TRUE(cpu) << (diags.empty() ? "" : diags[0].str());
+  auto local = clusterPreset("local:2", err, isPreset);
+  ASSERT_TRUE(local) << err;
+  EXPECT_DOUBLE_EQ(cpu->device.gemmEfficiency, local->device.gemmEfficiency);
+  EXPECT_DOUBLE_EQ(cpu->device.memoryEfficiency,
+                   local->device.memoryEfficiency);
+  EXPECT_DOUBLE_EQ(cpu->device.kernelOverheadS, local->device.kernelOverheadS);
+  EXPECT_DOUBLE_EQ(cpu->sharedHostMemoryBytes, 0);
+  EXPECT_GT(local->sharedHostMemoryBytes, 0);
+}
+
 TEST(Cluster, YamlErrorsAreLocated) {
   std::vector<PlannerDiag> diags;
   std::string text =

@@ -241,7 +241,8 @@ TEST(Search, InfeasibleJobSaysWhyAndWhatFits) {
   o.globalBatch = 8;
   PlanResult r = searchPlans(m, c, o);
   EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.error.find("per device, has 40.0 GiB"), std::string::npos)
+  EXPECT_NE(r.error.find("on its most loaded device, which has 40.0 GiB"),
+            std::string::npos)
       << r.error;
   EXPECT_NE(r.error.find("smallest change that fits: use 16 devices"),
             std::string::npos)
@@ -259,4 +260,106 @@ TEST(Search, InfeasibleJobSaysWhyAndWhatFits) {
   EXPECT_NE(r.error.find("smallest change that fits: drop --pin "),
             std::string::npos)
       << r.error;
+}
+
+/// The two numbers of "needs X GiB on its most loaded device, which has Y GiB".
+static std::pair<double, double> neededAndHad(const std::string &error) {
+  double need = 0, has = 0;
+  char unitNeed[8] = {}, unitHas[8] = {};
+  size_t at = error.find("the leanest plan needs ");
+  if (at == std::string::npos ||
+      std::sscanf(error.c_str() + at,
+                  "the leanest plan needs %lf %3s on its most loaded device, "
+                  "which has %lf %3s",
+                  &need, unitNeed, &has, unitHas) != 4)
+    return {-1, -1};
+  auto scale = [](const char *u) {
+    return std::string(u) == "GiB"   ? 1024.0
+           : std::string(u) == "MiB" ? 1.0
+                                     : 0.0;
+  };
+  return {need * scale(unitNeed), has * scale(unitHas)};
+}
+
+TEST(Search, PinnedPlanThatDoesNotFitReportsItsOwnPeak) {
+  // GPT-2 small on 8 ranks of 2.9 GiB with pp=4 and micro-batch 8: the
+  // layer-uniform bound says 0.9 GiB, but the first stage (embedding, most
+  // micro-batches in flight) needs more than the device has.
+  ModelDesc m = gpt(768, 12, 12);
+  m.vocab = 50257, m.seqLen = 1024, m.dtype = "float32", m.dtypeBytes = 4;
+  ClusterSpec c = preset("local:8");
+  c.sharedHostMemoryBytes = 8 * 2.94 * (1 << 30);
+  c.device.memoryBytes = 2.94 * (1 << 30);
+  SearchOptions o;
+  o.globalBatch = 64;
+  std::string err;
+  ASSERT_TRUE(parsePin("pp=4", o.pins, err));
+  ASSERT_TRUE(parsePin("micro_batch=8", o.pins, err));
+  PlanResult r = searchPlans(m, c, o);
+  ASSERT_FALSE(r.ok);
+  auto [need, has] = neededAndHad(r.error);
+  EXPECT_GT(need, has) << r.error;
+  EXPECT_NE(r.error.find("drop --pin pp=4"), std::string::npos) << r.error;
+}
+
+TEST(Search, LocalRanksShareMemorySoTheAdviceIsFewerRanks) {
+  // Ranks of one host split its memory: "use more devices" would only make
+  // each rank smaller. The advice is fewer ranks, or none on this machine.
+  // One head and one layer: neither tensor nor pipeline parallelism can
+  // split the 8192x8192 attention scores, so only a bigger share of the
+  // host's memory helps.
+  ModelDesc m = gpt(512, 1, 1, 8192, 50257);
+  m.dtype = "float32", m.dtypeBytes = 4;
+  ClusterSpec c = preset("local:16");
+  c.sharedHostMemoryBytes = 24.0 * (1 << 30);
+  c.device.memoryBytes = c.sharedHostMemoryBytes / 16;
+  SearchOptions o;
+  o.globalBatch = 16;
+  PlanResult r = searchPlans(m, c, o);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("smallest change that fits: use 4 ranks (--cluster "
+                         "local:4, 6.00 GiB each; then dp=4"),
+            std::string::npos)
+      << r.error;
+  EXPECT_EQ(r.error.find("devices ("), std::string::npos) << r.error;
+
+  // A model no rank count of this machine holds.
+  ModelDesc huge = gpt(8192, 64, 48);
+  huge.vocab = 50257, huge.seqLen = 1024, huge.dtype = "float32";
+  huge.dtypeBytes = 4;
+  o.pins = Pins();
+  r = searchPlans(huge, c, o);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("none on this machine: its ranks share 24.0 GiB, "
+                         "and more ranks do not add memory"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Search, PinsFromTheSpecAreNamedByTheirOrigin) {
+  ModelDesc m = gpt(768, 12, 12);
+  ClusterSpec c = preset("dgx-a100:1");
+  SearchOptions o;
+  o.globalBatch = 8;
+  std::string err;
+  ASSERT_TRUE(parsePin("micro_batch=3", o.pins, err,
+                       "training.micro_batch: 3 "
+                       "in the spec"));
+  PlanResult r = searchPlans(m, c, o);
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.error.rfind("training.micro_batch: 3 in the spec: does not "
+                          "divide the 8 sequences per replica",
+                          0),
+            0u)
+      << r.error;
+  o.pins = Pins();
+  ASSERT_TRUE(parsePin("micro_batch=4", o.pins, err,
+                       "training.micro_batch: 4 "
+                       "in the spec"));
+  ASSERT_TRUE(parsePin("tp=2", o.pins, err));
+  r = searchPlans(m, c, o);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.pins, (std::vector<std::string>{
+                        "training.micro_batch: 4 in the spec", "--pin tp=2"}));
+  EXPECT_EQ(r.plans[0].plan.microBatch, 4);
 }

@@ -94,13 +94,21 @@ TEST_F(LauncherTest, EmbeddedProgramTrainsAndLogs) {
   ASSERT_EQ(run(bin + " --steps 4 --log " + log), 0) << output;
   std::vector<std::string> entries = lines(readText(log));
   ASSERT_EQ(entries.size(), 4u);
-  EXPECT_EQ(entries[0].rfind("{\"step\": 0, \"loss\": ", 0), 0u) << entries[0];
+  EXPECT_EQ(entries[0].rfind("{\"step\": 1, \"loss\": ", 0), 0u) << entries[0];
   for (const char *key :
        {"\"lr\"", "\"grad_norm\"", "\"step_time_s\"", "\"tokens_per_s\""})
     EXPECT_NE(entries[3].find(key), std::string::npos) << key;
   EXPECT_NE(output.find("step 4/4"), std::string::npos) << output;
+  // The start-up line counts steps from 1 like the log and the progress
+  // lines, and names the parameter count, not the tensor count.
+  EXPECT_NE(output.find(" parameters, 1 rank, "), std::string::npos)
+      << output;
+  EXPECT_NE(output.find(", steps 1..4\n"), std::string::npos) << output;
   ASSERT_EQ(run(bin + " --info"), 0);
   EXPECT_NE(output.find("hand-built MLP"), std::string::npos) << output;
+  // --info names the executable, not /proc/self/exe.
+  EXPECT_NE(output.find("program: " + bin + "\n"), std::string::npos)
+      << output;
 }
 
 TEST_F(LauncherTest, SaveResumeThroughTheCli) {
@@ -108,8 +116,12 @@ TEST_F(LauncherTest, SaveResumeThroughTheCli) {
               part = (dir / "part.jsonl").string();
   std::string base = launcher + " --program " + programPath;
   ASSERT_EQ(run(base + " --steps 6 --log " + full), 0) << output;
+  EXPECT_NE(output.find(", steps 1..6\n"), std::string::npos) << output;
   ASSERT_EQ(run(base + " --steps 3 --save " + ck), 0) << output;
   ASSERT_EQ(run(base + " --steps 6 --resume " + ck + " --log " + part), 0)
+      << output;
+  EXPECT_NE(output.find(", steps 4..6 (resumed after step 3)\n"),
+            std::string::npos)
       << output;
   std::vector<std::string> a = lines(readText(full)), b = lines(readText(part));
   ASSERT_EQ(a.size(), 6u);
