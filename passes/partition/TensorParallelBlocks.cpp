@@ -349,26 +349,39 @@ LogicalResult strata::tensor_parallel::matchBlock(MatmulOp first, int64_t tp,
   llvm::sort(block.ops,
              [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
 
-  if (succeeded(chooseSplit(block, /*unfolded=*/false, tp)))
+  // Unfolded first: a split of heads is also a contiguous split of the
+  // features, but only the heads view knows kv heads can be replicated.
+  if (succeeded(chooseSplit(block, /*unfolded=*/true, tp)))
     return success();
-  return chooseSplit(block, /*unfolded=*/true, tp);
+  return chooseSplit(block, /*unfolded=*/false, tp);
 }
 
 LogicalResult strata::tensor_parallel::checkBlockDivisibility(
     ParallelBlock &block, int64_t tp, StringRef passName) {
+  // Key/value columns are the ones whose heads are repeated for the query
+  // heads (grouped-query attention); they may also be replicated.
+  auto isKeyValue = [&](BlockColumn &column) {
+    return llvm::any_of(block.ops, [&](Operation *op) {
+      auto it = block.splits.find(op->getOperand(0));
+      return isa<RepeatInterleaveOp>(op) && it != block.splits.end() &&
+             &block.columnOf(it->second) == &column;
+    });
+  };
   auto fail = [&](BlockColumn &column, int64_t size) {
     int64_t parts = column.groups(block.viewIndex);
+    bool kv = isKeyValue(column);
     InFlightDiagnostic diag = column.matmul.emitError();
     diag << passName << ": tp=" << tp << " does not divide ";
-    if (block.unfolded)
-      diag << "the " << parts << " attention heads of this projection";
+    if (kv)
+      diag << "the " << parts << " key/value heads of this block";
+    else if (block.unfolded)
+      diag << "the " << parts << " attention heads of this block";
     else
       diag << "the " << parts << " hidden features (ffn_hidden) of this block";
     if (size != parts)
       diag << " (a dimension of size " << size << " in its local ops)";
-    diag << "; choose a tp that divides it";
-    if (block.unfolded)
-      diag << " (or, for key/value heads, a multiple of them)";
+    diag << (kv ? "; choose a tp that divides them or a multiple of them"
+                : "; choose a tp that divides it");
     return failure();
   };
   for (BlockColumn &column : block.columns) {
