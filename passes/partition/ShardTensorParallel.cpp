@@ -252,14 +252,16 @@ void ShardTensorParallelPass::rewriteColumn(ParallelBlock &block,
   // This rank's query heads all use kv head `group`.
   int64_t nLocal = n / groups;
   int64_t group = tpRank * groups / tp;
-  auto sliceOfReplicated = [&](ParamOp param, int64_t axis) {
+  auto sliceOfReplicated = [&](ParamOp param, int64_t axis) -> Value {
     b.setInsertionPoint(mm);
     auto rep = b.create<ReplicateOp>(param.getLoc(), param.getResult(),
                                      b.getStringAttr(kGroup));
+    copyLayer(mm, rep);
+    if (groups == 1) // one kv head: every rank reads all of it
+      return rep.getResult();
     auto slice = b.create<SliceOp>(
         param.getLoc(), rep.getResult(), b.getI64IntegerAttr(axis),
         b.getI64IntegerAttr(group * nLocal), b.getI64IntegerAttr(nLocal));
-    copyLayer(mm, rep);
     copyLayer(mm, slice);
     return slice.getResult();
   };
@@ -290,12 +292,18 @@ void ShardTensorParallelPass::rewriteBlock(ParallelBlock &block) {
                                 : type.getDimSize(split.dim) / parts;
     value.setType(withDim(type, split.dim, size));
   }
-  // A rank repeats its kv heads for its own query heads only.
+  // A rank repeats its kv heads for its own query heads only (one query
+  // head per kv head: no repetition left).
   for (Operation *op : block.ops)
     if (auto repeat = dyn_cast<RepeatInterleaveOp>(op)) {
       int64_t axis = repeat.getNormalizedAxis();
-      repeat.setRepeats(tensorType(repeat.getResult()).getDimSize(axis) /
-                        tensorType(repeat.getInput()).getDimSize(axis));
+      int64_t repeats = tensorType(repeat.getResult()).getDimSize(axis) /
+                        tensorType(repeat.getInput()).getDimSize(axis);
+      repeat.setRepeats(repeats);
+      if (repeats == 1) {
+        repeat.getResult().replaceAllUsesWith(repeat.getInput());
+        repeat.erase();
+      }
     }
   // One entry into the parallel region per distinct input of the columns.
   DenseMap<Value, Value> entered;
