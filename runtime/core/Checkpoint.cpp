@@ -176,15 +176,27 @@ void Trainer::initParameters() {
   step_ = 0;
 }
 
+/// Whether `name` is a buffer (not a parameter) that checkpoints of the
+/// model `family` carry: Hugging Face Llama checkpoints may hold each
+/// layer's `self_attn.rotary_emb.inv_freq`, which the rotary op computes.
+static bool isModelBuffer(const std::string &family, const std::string &name) {
+  static const std::string kInvFreq = ".rotary_emb.inv_freq";
+  return family == "llama" && name.size() > kInvFreq.size() &&
+         name.compare(name.size() - kInvFreq.size(), kInvFreq.size(),
+                      kInvFreq) == 0;
+}
+
 void Trainer::checkWeightsFile(const SafeTensorsFile &file,
-                               const std::vector<std::string> &expected) const {
+                               const std::vector<std::string> &expected,
+                               bool allowBuffers) const {
   std::set<std::string> want(expected.begin(), expected.end());
   std::vector<std::string> missing, extra;
   for (const std::string &name : expected)
     if (!file.find(name))
       missing.push_back(name);
   for (const SafeTensorInfo &t : file.tensors())
-    if (!want.count(t.name))
+    if (!want.count(t.name) &&
+        !(allowBuffers && isModelBuffer(program_.meta.family, t.name)))
       extra.push_back(t.name);
   if (!missing.empty() || !extra.empty()) {
     std::string msg = file.path() + ": tensors do not match the model's "
@@ -222,7 +234,8 @@ void Trainer::loadInitialWeights(const std::string &path) {
   for (const RankProgram &rp : program_.ranks)
     for (const ParamDesc &p : rp.params)
       all.insert(p.name);
-  checkWeightsFile(file, std::vector<std::string>(all.begin(), all.end()));
+  checkWeightsFile(file, std::vector<std::string>(all.begin(), all.end()),
+                   /*allowBuffers=*/true);
   for (const ParamDesc &p : rankProgram().params) {
     const SafeTensorInfo &info = *file.find(p.name);
     loadParamValue(p, file.readF32(info), info.shape, "--init " + path);

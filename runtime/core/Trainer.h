@@ -117,8 +117,12 @@ public:
 
 private:
   class Services;
+  /// Fails unless `file` holds exactly the `expected` tensors, besides
+  /// the buffers a weights file of the model's family may carry (with
+  /// `allowBuffers`: Hugging Face Llama's rotary `inv_freq`).
   void checkWeightsFile(const class SafeTensorsFile &file,
-                        const std::vector<std::string> &expected) const;
+                        const std::vector<std::string> &expected,
+                        bool allowBuffers = false) const;
   void loadParamValue(const ParamDesc &param, const std::vector<float> &global,
                       const std::vector<int64_t> &fileShape,
                       const std::string &source);
