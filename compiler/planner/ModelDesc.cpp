@@ -39,20 +39,20 @@ bool ModelDesc::tpFits(int64_t tp, std::string *why) const {
       *why = reason;
     return false;
   };
+  if (kind == Kind::Transformer) {
+    if (heads % tp)
+      return no("the model's " + std::to_string(heads) +
+                " attention heads cannot be split evenly; pick a divisor");
+    int64_t kv = numKvHeads();
+    if (kv % tp && tp % kv)
+      return no("the model's " + std::to_string(kv) +
+                " kv heads can be neither split evenly nor replicated "
+                "evenly; pick a divisor or a multiple of " +
+                std::to_string(kv));
+  }
   if (ffnHidden % tp)
     return no("ffn_hidden " + std::to_string(ffnHidden) +
               " is not divisible by it");
-  if (kind != Kind::Transformer)
-    return true;
-  if (heads % tp)
-    return no("the model's " + std::to_string(heads) +
-              " attention heads cannot be split evenly; pick a divisor");
-  int64_t kv = numKvHeads();
-  if (kv % tp && tp % kv)
-    return no("the model's " + std::to_string(kv) +
-              " kv heads can be neither split evenly nor replicated evenly; "
-              "pick a divisor or a multiple of " +
-              std::to_string(kv));
   return true;
 }
 
