@@ -13,11 +13,15 @@ step; `gpt` with ffn 3072, `llama` with the Llama recipe and ffn 2048 (gate
 from k and v. For each model: `strata compile MODEL --cluster local:1`, one
 token file and one initial-weights file (tests/reference/make_inputs.py);
 then, --rounds times, every model one after the other (never concurrently),
-one thread each. Time is the sum of the JSONL step_time_s of the steps after
-the warm-up ones; model FLOPs per token are bench/peers/peer_common.py's
-(6 P_matmul + 12 L H S) for both families. The last column is each model's
-model GFLOP/s over the GPT's.
+one thread each. A round's time is the sum of the JSONL step_time_s of the
+steps after the warm-up ones; model FLOPs per token are
+bench/peers/peer_common.py's (6 P_matmul + 12 L H S) for both families. On
+a machine shared with other jobs a round can be slowed by them, so each
+model's tokens/s is reported as the median and the best of its rounds, and
+the ratios to the GPT's model GFLOP/s use the same statistic on both sides.
 """
+
+import statistics
 
 import argparse
 import os
@@ -82,17 +86,19 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 1
     base = None
-    head = ["model", "FLOP/token (M)", "tokens/s per round", "tokens/s", "model GFLOP/s",
-            "/ gpt"]
+    head = ["model", "FLOP/token (M)", "tokens/s per round", "median tok/s",
+            "median GFLOP/s", "/ gpt (median)", "best tok/s", "best GFLOP/s",
+            "/ gpt (best)"]
     rows = []
     for m in runs:
         fpt = pc.flops_per_token(m["cfg"])
-        tps = m["tokens"] / m["seconds"]
-        gflops = tps * fpt / 1e9
-        base = base or gflops
+        med, best = statistics.median(m["rounds"]), max(m["rounds"])
+        gmed, gbest = med * fpt / 1e9, best * fpt / 1e9
+        base = base or (gmed, gbest)
         rows.append([m["name"], f"{fpt / 1e6:.1f}",
-                     " ".join(f"{x:.0f}" for x in m["rounds"]), f"{tps:.1f}",
-                     f"{gflops:.1f}", f"{gflops / base:.3f}"])
+                     " ".join(f"{x:.0f}" for x in m["rounds"]), f"{med:.1f}",
+                     f"{gmed:.1f}", f"{gmed / base[0]:.3f}", f"{best:.1f}",
+                     f"{gbest:.1f}", f"{gbest / base[1]:.3f}"])
     print(f"Model FLOP/s by family ({time.strftime('%Y-%m-%d %H:%M')}, {cpu_name()}); "
           f"{args.rounds} rounds of {args.warmup} warm-up + {args.steps} timed steps, "
           "one thread, run one after the other")

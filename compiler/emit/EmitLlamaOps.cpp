@@ -117,16 +117,16 @@ LogicalResult ProgramEmitter::lowerLlamaOp(Operation *op, bool &handled) {
         FailureOr<int> du = out(s.getUpGrad());
         if (failed(dg) || failed(du))
           return failure();
-        emit(rtf::Opcode::SiluMulBwd,
-             {operand(s.getGate()), operand(s.getUp()), operand(s.getGrad()),
-              *dg, *du});
+        emit(rtf::Opcode::SiluMulBwd, {operand(s.getGate()), operand(s.getUp()),
+                                       operand(s.getGrad()), *dg, *du});
         return success();
       })
       .Case([&](RepeatInterleaveOp r) -> LogicalResult {
         FailureOr<int> o = out(r.getResult());
         if (failed(o))
           return failure();
-        auto [outer, n, inner] = aroundAxis(r.getInput(), r.getNormalizedAxis());
+        auto [outer, n, inner] =
+            aroundAxis(r.getInput(), r.getNormalizedAxis());
         emit(rtf::Opcode::RepeatInterleave, {operand(r.getInput()), *o},
              {outer, n, int64_t(r.getRepeats()), inner});
         return success();

@@ -226,9 +226,8 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     double d = h / a, heads = a / t;
     // k and v width on one rank: split over tp, or one kv head's replica
     // when tp exceeds the kv heads.
-    double kvLocal = m.replicatesKvHeads(int64_t(t))
-                         ? d
-                         : double(m.kvWidth()) / t;
+    double kvLocal =
+        m.replicatesKvHeads(int64_t(t)) ? d : double(m.kvWidth()) / t;
     double qkvLocal = h / t + 2 * kvLocal;
     layerNorm();
     gemm(T, qkvLocal, h, 1, T * h * e / outside); // qkv; saves its input
@@ -336,9 +335,9 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     // Replicated kv heads: every rank holds the whole k and v projections
     // and sums their gradients over the group each micro-batch.
     if (m.replicatesKvHeads(p.tp))
-      lc.tpComm += allReduceTime(2.0 * double(m.kvWidth()) *
-                                     double(m.hidden) * e,
-                                 p.stride(Axis::TP), p.tp);
+      lc.tpComm +=
+          allReduceTime(2.0 * double(m.kvWidth()) * double(m.hidden) * e,
+                        p.stride(Axis::TP), p.tp);
   }
   std::lock_guard<std::mutex> lock(cacheMutex);
   layerCache.emplace(key, lc);
@@ -412,9 +411,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // parallelism, norms and the row-parallel biases are replicated, and so
   // are the k and v projections when tp exceeds the kv heads.
   bool transformer = m.kind == ModelDesc::Kind::Transformer;
-  double replicated = transformer ? 2 * double(m.normParams()) +
-                                        (m.biases ? 2 * h : 0)
-                                  : 3 * h;
+  double replicated =
+      transformer ? 2 * double(m.normParams()) + (m.biases ? 2 * h : 0) : 3 * h;
   if (m.replicatesKvHeads(p.tp))
     replicated += 2 * h * double(m.kvWidth());
   double layerParams = (double(m.layerParams()) - replicated) / t + replicated;
@@ -450,9 +448,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
 
   // Embedding: gather rows, add positions, dropout; backward scatter-adds.
   // Without positions and dropout: the gather and the scatter-add.
-  double embedBytes = transformer && (m.learnedPositions || m.dropout)
-                          ? 5 * e + 1
-                          : 3 * e;
+  double embedBytes =
+      transformer && (m.learnedPositions || m.dropout) ? 5 * e + 1 : 3 * e;
   sc.firstCompute = memoryBoundTime(T * h * embedBytes / outside) +
                     memoryBoundTime(T * h * embedBytes);
   // Head: final norm, logits GEMM (vocab-parallel), fp32 cross entropy.

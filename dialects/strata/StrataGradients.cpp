@@ -310,8 +310,8 @@ LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
 LogicalResult SiluMulOp::buildGradients(OpBuilder &b,
                                         ArrayRef<Value> resultGrads,
                                         SmallVectorImpl<Value> &grads) {
-  auto g = b.create<SiluMulGradOp>(getLoc(), resultGrads[0], getGate(),
-                                   getUp());
+  auto g =
+      b.create<SiluMulGradOp>(getLoc(), resultGrads[0], getGate(), getUp());
   grads.append({g.getGateGrad(), g.getUpGrad()});
   return success();
 }

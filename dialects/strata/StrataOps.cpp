@@ -748,10 +748,11 @@ static LogicalResult checkRotary(std::optional<Location> loc, StringRef op,
   return success();
 }
 
-LogicalResult RotaryEmbeddingOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+RotaryEmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    ValueRange operands, DictionaryAttr attrs,
+                                    OpaqueProperties props, RegionRange regions,
+                                    SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   if (failed(checkRotary(loc, "rotary_embedding", adaptor.getInput(),
                          adaptor.getTheta().convertToDouble())))
@@ -805,15 +806,17 @@ LogicalResult SiluMulOp::inferReturnTypes(MLIRContext *,
 }
 int64_t SiluMulOp::getFlops() { return 5 * numElements(getResult()); }
 
-LogicalResult SiluMulGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, ValueRange operands,
-    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+SiluMulGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                ValueRange operands, DictionaryAttr attrs,
+                                OpaqueProperties props, RegionRange regions,
+                                SmallVectorImpl<Type> &results) {
   Adaptor adaptor(operands, attrs, props, regions);
   Type t = adaptor.getGrad().getType();
   if (adaptor.getGate().getType() != t || adaptor.getUp().getType() != t)
-    return emitOptionalError(loc, "'strata.silu_mul_grad' grad, gate and up "
-                                  "must have identical types, got ",
+    return emitOptionalError(loc,
+                             "'strata.silu_mul_grad' grad, gate and up "
+                             "must have identical types, got ",
                              t, ", ", adaptor.getGate().getType(), " and ",
                              adaptor.getUp().getType());
   results.push_back(t);

@@ -249,12 +249,12 @@ DictionaryAttr ModelImporter::modelAttr() {
     add("vocab", l.vocab), add("seq_len", l.seqLen), add("hidden", l.hidden);
     add("heads", l.heads), add("kv_heads", l.kvHeads), add("layers", l.layers),
         add("ffn_hidden", l.ffnHidden);
-    attrs.push_back(
-        builder.getNamedAttr("rope_theta", builder.getF64FloatAttr(l.ropeTheta)));
+    attrs.push_back(builder.getNamedAttr("rope_theta",
+                                         builder.getF64FloatAttr(l.ropeTheta)));
     attrs.push_back(
         builder.getNamedAttr("norm_eps", builder.getF64FloatAttr(l.normEps)));
-    attrs.push_back(builder.getNamedAttr(
-        "tie_embeddings", builder.getBoolAttr(l.tieEmbeddings)));
+    attrs.push_back(builder.getNamedAttr("tie_embeddings",
+                                         builder.getBoolAttr(l.tieEmbeddings)));
     attrs.push_back(builder.getNamedAttr(
         "dtype", builder.getStringAttr(dtypeName(l.dtype))));
   } else if (spec.mlp) {

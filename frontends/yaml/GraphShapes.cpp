@@ -389,8 +389,7 @@ Err inferRotary(const std::vector<TensorType> &in, const OpAttrs &attrs,
            ") is odd; expected an even head dim (features rotate in pairs)";
   double theta = floatAttr(attrs, "theta");
   if (!(theta > 0) || !std::isfinite(theta))
-    return "theta is " + std::to_string(theta) +
-           "; expected a positive number";
+    return "theta is " + std::to_string(theta) + "; expected a positive number";
   out = {x};
   return std::nullopt;
 }

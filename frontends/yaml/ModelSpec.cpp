@@ -146,8 +146,8 @@ std::vector<std::string> modelKeys(const std::string &family) {
     return {"family", "vocab",  "seq_len",    "hidden",
             "heads",  "layers", "ffn_hidden", "dtype"};
   if (family == "llama")
-    return {"family",     "vocab",  "seq_len",    "hidden",
-            "heads",      "kv_heads", "layers",   "ffn_hidden",
+    return {"family",     "vocab",    "seq_len",        "hidden",
+            "heads",      "kv_heads", "layers",         "ffn_hidden",
             "rope_theta", "norm_eps", "tie_embeddings", "dtype"};
   if (family == "mlp")
     return {"family", "vocab",      "seq_len",    "hidden",

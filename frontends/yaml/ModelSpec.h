@@ -2,10 +2,10 @@
 //
 // The in-memory form of a model spec (docs/model-spec.md). The YAML parser
 // fills it and validates it; every consumer (the IR builder, the planner, the
-// training emitter) reads it. Presets (`gpt`, `llama`, `mlp`) are kept as their config
-// *and* expanded into the explicit graph form, so a consumer can either use the
-// structure a preset knows (the planner exploits repeated transformer layers)
-// or the graph everybody shares.
+// training emitter) reads it. Presets (`gpt`, `llama`, `mlp`) are kept as their
+// config *and* expanded into the explicit graph form, so a consumer can either
+// use the structure a preset knows (the planner exploits repeated transformer
+// layers) or the graph everybody shares.
 //
 //===----------------------------------------------------------------------===//
 

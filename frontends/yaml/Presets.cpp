@@ -263,11 +263,11 @@ bool readLlamaConfig(MapReader &model, ModelSpec &spec) {
     return false;
   }
   if ((*hidden / *heads) % 2 != 0) {
-    model.r.error(model.find("heads"),
-                  "head_dim = hidden / heads = " +
-                      std::to_string(*hidden / *heads) +
-                      " is odd; rotary embeddings rotate pairs of features, "
-                      "so expected heads such that hidden / heads is even");
+    model.r.error(
+        model.find("heads"),
+        "head_dim = hidden / heads = " + std::to_string(*hidden / *heads) +
+            " is odd; rotary embeddings rotate pairs of features, "
+            "so expected heads such that hidden / heads is even");
     return false;
   }
   int64_t h = *hidden, f = *ffn, kv = *kvHeads * (h / *heads);
@@ -476,8 +476,8 @@ Graph expandLlamaGraph(const LlamaConfig &c, int64_t batch,
     std::string ln2W =
         b.param(p + "post_attention_layernorm.weight", {H}, c.dtype, K::Ones);
 
-    std::string ln1 = b.op("rms_norm", {x, ln1W}, p + "input_layernorm",
-                           {{"epsilon", eps}});
+    std::string ln1 =
+        b.op("rms_norm", {x, ln1W}, p + "input_layernorm", {{"epsilon", eps}});
     // [B,S,n*hd] -> [B,n,S,hd]: the per-head layout attention works in.
     auto heads = [&](const std::string &w, int64_t n, const std::string &name) {
       std::string y = b.linearT(ln1, w, p + "self_attn." + name);
@@ -525,10 +525,9 @@ Graph expandLlamaGraph(const LlamaConfig &c, int64_t batch,
   b.setBlock(std::nullopt, locs.model);
   std::string normW = b.param("model.norm.weight", {H}, c.dtype, K::Ones);
   x = b.op("rms_norm", {x, normW}, "norm", {{"epsilon", eps}});
-  std::string head =
-      c.tieEmbeddings ? embed
-                      : b.param("lm_head.weight", {c.vocab, H}, c.dtype,
-                                K::Normal, initStd);
+  std::string head = c.tieEmbeddings ? embed
+                                     : b.param("lm_head.weight", {c.vocab, H},
+                                               c.dtype, K::Normal, initStd);
   std::string logits = b.linearT(x, head, "logits");
   g.outputs = {b.op("cross_entropy", {logits, targets}, "loss")};
   return g;

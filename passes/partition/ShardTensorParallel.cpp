@@ -230,9 +230,8 @@ void ShardTensorParallelPass::rewriteColumn(ParallelBlock &block,
   bool outFirst = mm.getTransposeB();
   int64_t outAxis = outFirst ? 0 : 1;
   RankedTensorType wType = tensorType(column.weight);
-  auto bias = column.biasAdd
-                  ? column.biasAdd.getBias().getDefiningOp<ParamOp>()
-                  : ParamOp();
+  auto bias = column.biasAdd ? column.biasAdd.getBias().getDefiningOp<ParamOp>()
+                             : ParamOp();
   if (!column.select) {
     int64_t nLocal = n / tp;
     SmallVector<int64_t> wView;
@@ -241,9 +240,8 @@ void ShardTensorParallelPass::rewriteColumn(ParallelBlock &block,
     wView.append(column.view);
     if (outFirst)
       wView.push_back(wType.getDimSize(1));
-    shardParam(column.weight, wView,
-               (outFirst ? 0 : 1) + block.viewIndex, groups / tp,
-               withDim(wType, outAxis, nLocal));
+    shardParam(column.weight, wView, (outFirst ? 0 : 1) + block.viewIndex,
+               groups / tp, withDim(wType, outAxis, nLocal));
     if (bias)
       shardParam(bias, column.view, block.viewIndex, groups / tp,
                  withDim(tensorType(bias), 0, nLocal));

@@ -181,8 +181,8 @@ LogicalResult propagate(ParallelBlock &block) {
                   return std::nullopt;
                 Split s = *in;
                 s.viewed = false;
-                s.dim = static_cast<int64_t>(inShape.size()) - 1 +
-                        block.viewIndex;
+                s.dim =
+                    static_cast<int64_t>(inShape.size()) - 1 + block.viewIndex;
                 return s;
               }
               // A contiguous split of dimension d is the contiguous split
@@ -234,9 +234,8 @@ LogicalResult chooseSplit(ParallelBlock &block, bool unfolded, int64_t tp) {
     column.view.assign(out.begin() + (in.size() - 1), out.end());
   }
   size_t viewRank = block.columns.front().view.size();
-  if (llvm::any_of(block.columns, [&](BlockColumn &c) {
-        return c.view.size() != viewRank;
-      }))
+  if (llvm::any_of(block.columns,
+                   [&](BlockColumn &c) { return c.view.size() != viewRank; }))
     return failure();
   block.unfolded = unfolded;
   for (int64_t index = 0, e = viewRank; index < e; ++index) {
@@ -245,9 +244,9 @@ LogicalResult chooseSplit(ParallelBlock &block, bool unfolded, int64_t tp) {
       // A column with fewer groups than ranks (and a divisor of them) is
       // selected, if its groups are contiguous in the output.
       int64_t groups = column.groups(index);
-      column.select = groups % tp != 0 && tp % groups == 0 &&
-                      product(ArrayRef<int64_t>(column.view).take_front(
-                          index)) == 1;
+      column.select =
+          groups % tp != 0 && tp % groups == 0 &&
+          product(ArrayRef<int64_t>(column.view).take_front(index)) == 1;
     }
     if (succeeded(propagate(block)))
       return success();
@@ -338,9 +337,8 @@ LogicalResult strata::tensor_parallel::matchBlock(MatmulOp first, int64_t tp,
     }
   }
   if (!block.row || !block.rowWeight->hasOneUse() ||
-      llvm::any_of(block.columns, [&](BlockColumn &c) {
-        return c.weight == block.rowWeight;
-      }))
+      llvm::any_of(block.columns,
+                   [&](BlockColumn &c) { return c.weight == block.rowWeight; }))
     return failure();
   llvm::sort(block.columns, [](BlockColumn &a, BlockColumn &b) {
     return a.matmul->isBeforeInBlock(b.matmul);

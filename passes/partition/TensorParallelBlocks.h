@@ -1,4 +1,5 @@
-//===- TensorParallelBlocks.h - Finding Megatron blocks by dataflow -*- C++ -*-===//
+//===- TensorParallelBlocks.h - Finding Megatron blocks by dataflow -*- C++
+//-*-===//
 //
 // The analysis half of strata-shard-tensor-parallel: which matmuls form a
 // column-parallel -> row-parallel block, which ops lie between them, and
@@ -78,8 +79,7 @@ mlir::LogicalResult matchBlock(MatmulOp column, int64_t tp,
 
 /// Reports (on the first column) when `tp` does not divide what the block
 /// splits; `passName` prefixes the message.
-mlir::LogicalResult checkBlockDivisibility(ParallelBlock &block,
-                                           int64_t tp,
+mlir::LogicalResult checkBlockDivisibility(ParallelBlock &block, int64_t tp,
                                            llvm::StringRef passName);
 
 /// The parameter behind a matmul's right operand, if it is one of rank 2

@@ -151,8 +151,8 @@ void rmsNormBwd(const float *dy, const float *x, const float *weight,
 /// x viewed as [outer, seq, dim]: feature pairs (i, i + dim/2) at position p
 /// rotated by +-p * theta^(-2i/dim) (`inverse` negates the angle: the
 /// backward pass). `out` may be the same array as `x`.
-void rotary(const float *x, float *out, int64_t outer, int64_t seq,
-            int64_t dim, double theta, bool inverse);
+void rotary(const float *x, float *out, int64_t outer, int64_t seq, int64_t dim,
+            double theta, bool inverse);
 
 /// out = x * sigmoid(x); dx = dy * silu'(x).
 void siluFwd(const float *x, float *out, int64_t n);

@@ -99,8 +99,8 @@ const RotaryTable &rotaryTable(int64_t seq, int64_t dim, double theta) {
 
 } // namespace
 
-void rotary(const float *x, float *out, int64_t outer, int64_t seq,
-            int64_t dim, double theta, bool inverse) {
+void rotary(const float *x, float *out, int64_t outer, int64_t seq, int64_t dim,
+            double theta, bool inverse) {
   const RotaryTable &t = rotaryTable(seq, dim, theta);
   const int64_t half = dim / 2;
   const float sign = inverse ? -1.0f : 1.0f;

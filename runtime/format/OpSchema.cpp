@@ -205,8 +205,8 @@ bool verifyRepeatInterleave(VerifyContext &ctx, bool backward) {
     if (!ctx.expectIntRange(i, 1, kMaxDim))
       return false;
   int64_t small = product({attr(ctx, 0), attr(ctx, 1), attr(ctx, 3)});
-  int64_t big = product({attr(ctx, 0), attr(ctx, 1), attr(ctx, 2),
-                         attr(ctx, 3)});
+  int64_t big =
+      product({attr(ctx, 0), attr(ctx, 1), attr(ctx, 2), attr(ctx, 3)});
   return ctx.expectElements(0, backward ? big : small) &&
          ctx.expectElements(1, backward ? small : big);
 }

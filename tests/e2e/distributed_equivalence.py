@@ -16,13 +16,15 @@ ctest can run them side by side:
   data      dp=2 with zero 0/1/2/3, dp=2 x tp=2, dp=2 x pp=2
   model     tp=2, tp=2 sp, pp=2 1f1b/gpipe/interleaved(vpp=2), tp=2 x pp=2
   llama     a 4-layer llama (grouped-query attention: 4 query heads, 2 kv
-            heads; untied head; vocab 255) on one rank and under dp=2 ZeRO-3,
+            heads; untied head; vocab 255) on one rank and under dp=2 ZeRO-2
+            and ZeRO-3,
             tp=2 (kv heads split), tp=4 sp (kv heads replicated), pp=2 1f1b
             with full recomputation, pp=2 interleaved, dp=2 x tp=2 sp ZeRO-1
             with selective recomputation, tp=2 x pp=2; the tp=4 run's
             per-rank checkpoint reassembles to the one-rank weights under
             the Hugging Face names; --init skips HF's rotary inv_freq
-            buffers and still rejects other extra tensors.
+            buffers, loads BF16 files exactly and still rejects other extra
+            tensors.
   runtime   the mlp preset with vocab 255 (padded rows under tp=2) on dp=2,
             tp=2 and dp=2 x tp=2; --save/--resume across ranks (10 steps vs
             5 + 5, digit for digit, final rank files byte-identical) for
@@ -559,13 +561,26 @@ def hf_buffers(base):
     safetensors_io.save(hf, with_buffers, metadata={"format": "pt"})
     one = S.path("llama.one-hf")
     S.run([S.strata, "compile", base.spec, "--cluster", "local:1", "-o", one])
-    log = S.path("llama.hf-buffers.jsonl")
-    S.run([one, "--init", hf, "--data", base.tokens, "--steps", 1, "--log", log])
-    got = read_log(log, raw=True)[0]["loss"]
+
+    def first_loss(init, name):
+        log = S.path(f"llama.{name}.jsonl")
+        S.run([one, "--init", init, "--data", base.tokens, "--steps", 1, "--log", log])
+        return read_log(log, raw=True)[0]["loss"]
+    got = first_loss(hf, "hf-buffers")
     want = read_log(base.one_log, raw=True)[0]["loss"]
     S.check(got == want, "llama: --init with HF rotary_emb.inv_freq buffers "
             "trains like the plain file (step 1 loss digit for digit)",
             f"{got} vs {want}")
+    # Hugging Face ships Llama weights in bfloat16 (buffers included): such a
+    # file loads exactly, as the same values in float32 do.
+    bf16 = S.path("llama.hf-bf16.safetensors")
+    safetensors_io.save(bf16, with_buffers, metadata={"format": "pt"}, dtype="BF16")
+    widened, _ = safetensors_io.load(bf16)
+    f32 = S.path("llama.hf-bf16-as-f32.safetensors")
+    safetensors_io.save(f32, widened, metadata={"format": "pt"})
+    got, want = first_loss(bf16, "hf-bf16"), first_loss(f32, "hf-bf16-as-f32")
+    S.check(got == want, "llama: a BF16 Hugging Face-style file loads exactly "
+            "(step 1 loss equals the float32 file of its values)", f"{got} vs {want}")
     extra = dict(tensors)
     extra["model.layers.0.self_attn.q_proj.bias"] = np.zeros(32, np.float32)
     bad = S.path("llama.extra.safetensors")
@@ -595,6 +610,7 @@ def llama_group():
     b = base["b"]
     S.case("llama --init with Hugging Face buffers", hf_buffers, b)
     for label, pins in [
+            ("dp2-zero2", plan(LLAMA_BATCH, dp=2, zero=2)),
             ("dp2-zero3", plan(LLAMA_BATCH, dp=2, zero=3)),
             ("tp2-kv-split", plan(LLAMA_BATCH, tp=2)),
             ("pp2-1f1b-recompute-full", plan(LLAMA_BATCH, pp=2, recompute="full")),

@@ -531,9 +531,8 @@ func.func @forward() -> tensor<f64> {
 })";
 
 TEST(GradientCheck, LlamaBlockWithGroupedQueryAttention) {
-  expectGradientsMatch(kLlamaBlock,
-                       {{"tokens", randomIds({2, 4}, 11, 23)},
-                        {"targets", randomIds({2, 4}, 11, 24)}});
+  expectGradientsMatch(kLlamaBlock, {{"tokens", randomIds({2, 4}, 11, 23)},
+                                     {"targets", randomIds({2, 4}, 11, 24)}});
 }
 
 TEST(GradientCheckMeta, WrongGradientIsReported) {

@@ -312,7 +312,8 @@ private:
                                            o.getTheta().convertToDouble(), -1));
         })
         .Case([&](SiluOp o) { return evalUnary(o, silu); })
-        .Case([&](SiluGradOp o) { return evalActivationGrad(o, siluDerivative); })
+        .Case(
+            [&](SiluGradOp o) { return evalActivationGrad(o, siluDerivative); })
         .Case([&](SiluMulOp o) -> LogicalResult {
           const Tensor &g = get(o.getGate()), &u = get(o.getUp());
           if (failed(requireSameShape(g, u, "gate and up")))
@@ -340,10 +341,9 @@ private:
                                       o.getRepeats()));
         })
         .Case([&](RepeatInterleaveGradOp o) {
-          return set(o.getResult(),
-                     repeatInterleaveGrad(get(o.getGrad()),
-                                          o.getNormalizedAxis(),
-                                          o.getRepeats()));
+          return set(o.getResult(), repeatInterleaveGrad(get(o.getGrad()),
+                                                         o.getNormalizedAxis(),
+                                                         o.getRepeats()));
         })
         .Case([&](func::ReturnOp r) {
           for (Value v : r.getOperands())

@@ -35,8 +35,8 @@ Tensor rmsNorm(const Tensor &x, const Tensor &w, double eps) {
   return y;
 }
 
-void rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w,
-                 double eps, Tensor &dx, Tensor &dw) {
+void rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps,
+                 Tensor &dx, Tensor &dw) {
   // y_i = w_i x_i s with s = (m + eps)^(-1/2), m = mean(x^2), so
   // dy_i/dx_j = w_i (delta_ij s - x_i s^3 x_j / n).
   int64_t n = x.shape.back(), rows = x.numElements() / n;

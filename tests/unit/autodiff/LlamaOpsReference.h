@@ -17,8 +17,8 @@ namespace strata::reference {
 /// y = x / sqrt(mean(x^2) + eps) * w over the last dimension.
 Tensor rmsNorm(const Tensor &x, const Tensor &w, double eps);
 /// Gradients of rmsNorm with respect to x and w, from the result gradient.
-void rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w,
-                 double eps, Tensor &dx, Tensor &dw);
+void rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps,
+                 Tensor &dx, Tensor &dw);
 
 /// x [..., S, D]: pairs (i, i + D/2) at position p rotated by
 /// `sign` * p * theta^(-2i/D) (sign -1: the gradient).

@@ -457,8 +457,8 @@ TEST_F(TensorParallelTest, LlamaShardsAndReplicatedKvHeads) {
             (std::vector<int64_t>{0, 18}));
   ParamOp gate = params.at(p + "mlp.gate_proj.weight");
   EXPECT_EQ(typeShape(gate.getResult()), (std::vector<int64_t>{6, 16}));
-  EXPECT_FALSE(params.at(p + "input_layernorm.weight")
-                   ->hasAttr("strata.shard_view"));
+  EXPECT_FALSE(
+      params.at(p + "input_layernorm.weight")->hasAttr("strata.shard_view"));
 }
 
 /// The shards the pass declares are the boxes the checkpoint convention

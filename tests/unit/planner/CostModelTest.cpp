@@ -120,9 +120,9 @@ TEST(CostModel, LlamaActivationMemory) {
               s * b * h / t * (16 + 6 * f / h + 4 * a * s / h), 1);
   // Selective recomputation keeps Q, K and V (kv heads: 8 of 32).
   p.recompute = Recompute::Selective;
-  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
-              s * b * h / t * (10 + 6 * f / h) + s * b * (h + 2 * h / 4) / t * 2,
-              1);
+  EXPECT_NEAR(
+      cm.stageCosts(p).layerActivation,
+      s * b * h / t * (10 + 6 * f / h) + s * b * (h + 2 * h / 4) / t * 2, 1);
 }
 
 TEST(CostModel, LlamaKvHeadsSplitOrReplicated) {
@@ -149,8 +149,8 @@ TEST(CostModel, LlamaKvHeadsSplitOrReplicated) {
   EXPECT_NEAR(cm.stageCosts(p).layerWeights,
               2 * ((layer - replicated) / 16 + replicated), 1);
   p = plan(1, 8, 1, 1, 1);
-  EXPECT_NEAR(cm.stageCosts(p).layerWeights,
-              2 * ((layer - 2 * h) / 8 + 2 * h), 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerWeights, 2 * ((layer - 2 * h) / 8 + 2 * h),
+              1);
 }
 
 TEST(CostModel, LlamaUntiedHeadLivesOnTheLastStage) {

@@ -322,7 +322,8 @@ Vec rotaryRef(const Vec &x, int64_t rows, int64_t seq, int64_t dim,
     double pos = double(r % seq);
     for (int64_t j = 0; j < dim; ++j) {
       double invFreq = 1.0 / std::pow(theta, double(2 * (j % half)) / dim);
-      double rotated = j < half ? -x[r * dim + j + half] : x[r * dim + j - half];
+      double rotated =
+          j < half ? -x[r * dim + j + half] : x[r * dim + j - half];
       y[r * dim + j] = x[r * dim + j] * std::cos(pos * invFreq) +
                        rotated * std::sin(pos * invFreq);
     }
@@ -345,9 +346,9 @@ TEST(GradCheckTest, RmsNorm) {
   expectForwardNear(y, rmsNormRef(xd, wd, rows, n));
   cpu::rmsNormBwd(r.data(), x.data(), w.data(), rstd.data(), dx.data(),
                   dw.data(), rows, n);
-  expectGradNear(dx, numericGrad(
-                         [&](const Vec &v) { return rmsNormRef(v, wd, rows, n); },
-                         xd, r));
+  expectGradNear(
+      dx, numericGrad([&](const Vec &v) { return rmsNormRef(v, wd, rows, n); },
+                      xd, r));
   Vec wantW = numericGrad(
       [&](const Vec &v) { return rmsNormRef(xd, v, rows, n); }, wd, r);
   for (double &v : wantW)
@@ -403,10 +404,10 @@ TEST(GradCheckTest, SiluAndSiluMul) {
   cpu::siluMulFwd(g.data(), u.data(), y.data(), n);
   expectForwardNear(y, swiglu(gd, ud), 1e-5);
   cpu::siluMulBwd(g.data(), u.data(), r.data(), dx.data(), du.data(), n);
-  expectGradNear(dx, numericGrad([&](const Vec &v) { return swiglu(v, ud); },
-                                 gd, r));
-  expectGradNear(du, numericGrad([&](const Vec &v) { return swiglu(gd, v); },
-                                 ud, r));
+  expectGradNear(
+      dx, numericGrad([&](const Vec &v) { return swiglu(v, ud); }, gd, r));
+  expectGradNear(
+      du, numericGrad([&](const Vec &v) { return swiglu(gd, v); }, ud, r));
 }
 
 TEST(GradCheckTest, RepeatInterleave) {
@@ -421,7 +422,8 @@ TEST(GradCheckTest, RepeatInterleave) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t j = 0; j < n * reps; ++j)
         for (int64_t i = 0; i < inner; ++i)
-          out[(o * n * reps + j) * inner + i] = v[(o * n + j / reps) * inner + i];
+          out[(o * n * reps + j) * inner + i] =
+              v[(o * n + j / reps) * inner + i];
     return out;
   };
   expectForwardNear(y, ref(toDouble(x)), 0.0);
