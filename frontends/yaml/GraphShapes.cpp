@@ -78,6 +78,16 @@ bool normaliseAxis(int64_t axis, size_t rank, int64_t &out) {
   return true;
 }
 
+/// The `axis` attribute normalised for x, or why it is out of range.
+Err readAxis(const OpAttrs &attrs, const TensorType &x, int64_t &axis) {
+  if (normaliseAxis(intAttr(attrs, "axis"), x.shape.size(), axis))
+    return std::nullopt;
+  return "axis " + std::to_string(intAttr(attrs, "axis")) +
+         " is out of range for x " + formatShape(x.shape) +
+         "; expected an axis in [" + std::to_string(-(int64_t)x.shape.size()) +
+         ", " + std::to_string(x.shape.size()) + ")";
+}
+
 Err inferEmbedding(const std::vector<TensorType> &in, const OpAttrs &,
                    std::vector<TensorType> &out) {
   const TensorType &table = in[0], &ids = in[1];
@@ -172,20 +182,24 @@ Err inferUnaryFloat(const std::vector<TensorType> &in, const OpAttrs &,
   return std::nullopt;
 }
 
-Err inferLayerNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
-                   std::vector<TensorType> &out) {
+/// layer_norm and rms_norm: x [..., N], then vectors [N] (`names`), and a
+/// positive epsilon.
+Err inferNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
+              std::vector<TensorType> &out,
+              std::initializer_list<const char *> names) {
   const TensorType &x = in[0];
   if (Err e = requireFloat(x, "x"))
     return e;
   if (Err e = requireRankAtLeast(x, "x", 1, "[..., N]"))
     return e;
-  const char *names[] = {"gamma", "beta"};
-  for (int i = 1; i <= 2; ++i) {
-    if (Err e = requireSameDType(x, "x", in[i], names[i - 1]))
+  size_t i = 1;
+  for (const char *name : names) {
+    const TensorType &v = in[i++];
+    if (Err e = requireSameDType(x, "x", v, name))
       return e;
-    if (in[i].shape != Shape{x.shape.back()})
-      return std::string(names[i - 1]) + " is " + formatShape(in[i].shape) +
-             " but x is " + formatShape(x.shape) + "; expected [" +
+    if (v.shape != Shape{x.shape.back()})
+      return std::string(name) + " is " + formatShape(v.shape) + " but x is " +
+             formatShape(x.shape) + "; expected [" +
              std::to_string(x.shape.back()) + "] (x's last dim)";
   }
   double eps = floatAttr(attrs, "epsilon");
@@ -193,6 +207,11 @@ Err inferLayerNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
     return "epsilon is " + std::to_string(eps) + "; expected a positive number";
   out = {x};
   return std::nullopt;
+}
+
+Err inferLayerNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                   std::vector<TensorType> &out) {
+  return inferNorm(in, attrs, out, {"gamma", "beta"});
 }
 
 Err inferSoftmax(const std::vector<TensorType> &in, const OpAttrs &attrs,
@@ -291,12 +310,8 @@ Err inferSplit(const std::vector<TensorType> &in, const OpAttrs &attrs,
                std::vector<TensorType> &out) {
   const TensorType &x = in[0];
   int64_t axis;
-  if (!normaliseAxis(intAttr(attrs, "axis"), x.shape.size(), axis))
-    return "axis " + std::to_string(intAttr(attrs, "axis")) +
-           " is out of range for x " + formatShape(x.shape) +
-           "; expected an axis in [" +
-           std::to_string(-(int64_t)x.shape.size()) + ", " +
-           std::to_string(x.shape.size()) + ")";
+  if (Err e = readAxis(attrs, x, axis))
+    return e;
   int64_t num = intAttr(attrs, "num");
   if (num < 1 || x.shape[axis] % num != 0)
     return "x is " + formatShape(x.shape) + ", whose dim " +
@@ -358,22 +373,7 @@ Err inferCrossEntropy(const std::vector<TensorType> &in, const OpAttrs &,
 
 Err inferRmsNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
                  std::vector<TensorType> &out) {
-  const TensorType &x = in[0], &w = in[1];
-  if (Err e = requireFloat(x, "x"))
-    return e;
-  if (Err e = requireRankAtLeast(x, "x", 1, "[..., N]"))
-    return e;
-  if (Err e = requireSameDType(x, "x", w, "weight"))
-    return e;
-  if (w.shape != Shape{x.shape.back()})
-    return "weight is " + formatShape(w.shape) + " but x is " +
-           formatShape(x.shape) + "; expected [" +
-           std::to_string(x.shape.back()) + "] (x's last dim)";
-  double eps = floatAttr(attrs, "epsilon");
-  if (!(eps > 0) || !std::isfinite(eps))
-    return "epsilon is " + std::to_string(eps) + "; expected a positive number";
-  out = {x};
-  return std::nullopt;
+  return inferNorm(in, attrs, out, {"weight"});
 }
 
 Err inferRotary(const std::vector<TensorType> &in, const OpAttrs &attrs,
@@ -398,12 +398,8 @@ Err inferRepeatInterleave(const std::vector<TensorType> &in,
                           const OpAttrs &attrs, std::vector<TensorType> &out) {
   const TensorType &x = in[0];
   int64_t axis;
-  if (!normaliseAxis(intAttr(attrs, "axis"), x.shape.size(), axis))
-    return "axis " + std::to_string(intAttr(attrs, "axis")) +
-           " is out of range for x " + formatShape(x.shape) +
-           "; expected an axis in [" +
-           std::to_string(-(int64_t)x.shape.size()) + ", " +
-           std::to_string(x.shape.size()) + ")";
+  if (Err e = readAxis(attrs, x, axis))
+    return e;
   int64_t repeats = intAttr(attrs, "repeats");
   if (repeats < 1)
     return "repeats is " + std::to_string(repeats) +

@@ -166,40 +166,59 @@ std::optional<int64_t> mul3(int64_t a, int64_t b, int64_t c) {
   return ab ? checkedMul(*ab, c) : std::nullopt;
 }
 
+/// The sizes every transformer preset has; each is null where its key
+/// failed to read (the error is reported).
+struct TransformerSizes {
+  std::optional<int64_t> vocab, seqLen, hidden, heads, layers;
+  bool ok() const { return vocab && seqLen && hidden && heads && layers; }
+};
+
+TransformerSizes readTransformerSizes(MapReader &model, const char *headsHint) {
+  TransformerSizes t;
+  t.vocab = model.getInt("vocab", 1, kMaxVocab, std::nullopt, kVocabHint);
+  t.seqLen =
+      model.getInt("seq_len", 1, kMaxPresetDim, std::nullopt, kSeqLenHint);
+  t.hidden =
+      model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
+  t.heads = model.getInt("heads", 1, kMaxPresetDim, std::nullopt, headsHint);
+  t.layers =
+      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
+  return t;
+}
+
+/// Reports (at `key`) a `count` that does not divide `of`'s value `total`.
+bool requireDivisor(MapReader &model, const std::string &key, int64_t count,
+                    const std::string &of, int64_t total,
+                    const std::string &why = "") {
+  if (total % count == 0)
+    return true;
+  model.r.error(model.find(key),
+                "'" + key + "' (" + std::to_string(count) +
+                    ") does not divide '" + of + "' (" + std::to_string(total) +
+                    "); expected a divisor of " + std::to_string(total) +
+                    " such as " + someDivisors(total, count) + why);
+  return false;
+}
+
 } // namespace
 
 bool readGptConfig(MapReader &model, ModelSpec &spec) {
   GptConfig c;
-  auto vocab = model.getInt("vocab", 1, kMaxVocab, std::nullopt, kVocabHint);
-  auto seqLen =
-      model.getInt("seq_len", 1, kMaxPresetDim, std::nullopt, kSeqLenHint);
-  auto hidden =
-      model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
-  auto heads = model.getInt("heads", 1, kMaxPresetDim, std::nullopt,
-                            "'heads: N', the number of attention heads "
-                            "(a divisor of hidden)");
-  auto layers =
-      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
-  auto ffn = readFfnHidden(model, hidden);
+  TransformerSizes t = readTransformerSizes(
+      model, "'heads: N', the number of attention heads (a divisor of hidden)");
+  auto ffn = readFfnHidden(model, t.hidden);
   auto dtype = readFloatDType(model);
-  if (!vocab || !seqLen || !hidden || !heads || !layers || !ffn || !dtype)
+  if (!t.ok() || !ffn || !dtype ||
+      !requireDivisor(model, "heads", *t.heads, "hidden", *t.hidden))
     return false;
-  if (*hidden % *heads != 0) {
-    model.r.error(model.find("heads"),
-                  "'heads' (" + std::to_string(*heads) +
-                      ") does not divide 'hidden' (" + std::to_string(*hidden) +
-                      "); expected a divisor of " + std::to_string(*hidden) +
-                      " such as " + someDivisors(*hidden, *heads));
-    return false;
-  }
-  int64_t h = *hidden, f = *ffn;
+  int64_t h = *t.hidden, f = *ffn;
   // Per block: two LayerNorms, c_attn, attn c_proj, c_fc, mlp c_proj.
   std::optional<int64_t> block = sumCounts(
       {checkedMul(4, h), checkedMul(h, 3 * h), checkedMul(3, h),
        checkedMul(h, h), h, checkedMul(h, f), f, checkedMul(f, h), h});
   std::optional<int64_t> total =
-      block ? sumCounts({checkedMul(*vocab, h), checkedMul(*seqLen, h),
-                         checkedMul(*layers, *block), checkedMul(2, h)})
+      block ? sumCounts({checkedMul(*t.vocab, h), checkedMul(*t.seqLen, h),
+                         checkedMul(*t.layers, *block), checkedMul(2, h)})
             : std::nullopt;
   if (!total) {
     model.r.error(model.mapNode(),
@@ -208,11 +227,11 @@ bool readGptConfig(MapReader &model, ModelSpec &spec) {
                   "expected smaller vocab, hidden, ffn_hidden or layers");
     return false;
   }
-  c.vocab = *vocab;
-  c.seqLen = *seqLen;
+  c.vocab = *t.vocab;
+  c.seqLen = *t.seqLen;
   c.hidden = h;
-  c.heads = *heads;
-  c.layers = *layers;
+  c.heads = *t.heads;
+  c.layers = *t.layers;
   c.ffnHidden = f;
   c.dtype = *dtype;
   spec.gpt = c;
@@ -221,63 +240,42 @@ bool readGptConfig(MapReader &model, ModelSpec &spec) {
 
 bool readLlamaConfig(MapReader &model, ModelSpec &spec) {
   LlamaConfig c;
-  auto vocab = model.getInt("vocab", 1, kMaxVocab, std::nullopt, kVocabHint);
-  auto seqLen =
-      model.getInt("seq_len", 1, kMaxPresetDim, std::nullopt, kSeqLenHint);
-  auto hidden =
-      model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
-  auto heads = model.getInt("heads", 1, kMaxPresetDim, std::nullopt,
-                            "'heads: N', the number of attention (query) "
-                            "heads (a divisor of hidden)");
-  auto layers =
-      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
+  TransformerSizes t = readTransformerSizes(
+      model, "'heads: N', the number of attention (query) heads (a divisor "
+             "of hidden)");
   auto ffn = model.getInt("ffn_hidden", 1, kMaxPresetDim, std::nullopt,
                           "'ffn_hidden: N', the inner width of the SwiGLU "
                           "MLP (Llama 3 8B: 14336)");
   std::optional<int64_t> kvHeads =
-      heads ? model.getInt("kv_heads", 1, kMaxPresetDim, *heads) : std::nullopt;
+      t.heads ? model.getInt("kv_heads", 1, kMaxPresetDim, *t.heads)
+              : std::nullopt;
   auto theta = model.getFloat("rope_theta", 0.0, HUGE_VAL, 10000.0,
                               /*minExclusive=*/true);
   auto eps =
       model.getFloat("norm_eps", 0.0, HUGE_VAL, 1e-5, /*minExclusive=*/true);
   auto tie = model.getBool("tie_embeddings", false);
   auto dtype = readFloatDType(model);
-  if (!vocab || !seqLen || !hidden || !heads || !layers || !ffn || !kvHeads ||
-      !theta || !eps || !tie || !dtype)
+  if (!t.ok() || !ffn || !kvHeads || !theta || !eps || !tie || !dtype ||
+      !requireDivisor(model, "heads", *t.heads, "hidden", *t.hidden) ||
+      !requireDivisor(model, "kv_heads", *kvHeads, "heads", *t.heads,
+                      " (each kv head serves heads / kv_heads query heads)"))
     return false;
-  if (*hidden % *heads != 0) {
-    model.r.error(model.find("heads"),
-                  "'heads' (" + std::to_string(*heads) +
-                      ") does not divide 'hidden' (" + std::to_string(*hidden) +
-                      "); expected a divisor of " + std::to_string(*hidden) +
-                      " such as " + someDivisors(*hidden, *heads));
-    return false;
-  }
-  if (*heads % *kvHeads != 0) {
-    model.r.error(model.find("kv_heads"),
-                  "'kv_heads' (" + std::to_string(*kvHeads) +
-                      ") does not divide 'heads' (" + std::to_string(*heads) +
-                      "); expected a divisor of " + std::to_string(*heads) +
-                      " such as " + someDivisors(*heads, *kvHeads) +
-                      " (each kv head serves heads / kv_heads query heads)");
-    return false;
-  }
-  if ((*hidden / *heads) % 2 != 0) {
+  if ((*t.hidden / *t.heads) % 2 != 0) {
     model.r.error(
         model.find("heads"),
-        "head_dim = hidden / heads = " + std::to_string(*hidden / *heads) +
+        "head_dim = hidden / heads = " + std::to_string(*t.hidden / *t.heads) +
             " is odd; rotary embeddings rotate pairs of features, "
             "so expected heads such that hidden / heads is even");
     return false;
   }
-  int64_t h = *hidden, f = *ffn, kv = *kvHeads * (h / *heads);
+  int64_t h = *t.hidden, f = *ffn, kv = *kvHeads * (h / *t.heads);
   // Per block: two RMSNorms, q, k, v, o, gate, up, down.
   std::optional<int64_t> block =
       sumCounts({checkedMul(2, h), checkedMul(h, h), checkedMul(2 * kv, h),
-                 checkedMul(h, h), checkedMul(3, f), mul3(3, f, h)});
+                 checkedMul(h, h), mul3(3, f, h)});
   std::optional<int64_t> total =
-      block ? sumCounts({checkedMul(*vocab, h), checkedMul(*layers, *block), h,
-                         *tie ? 0 : checkedMul(*vocab, h)})
+      block ? sumCounts({checkedMul(*t.vocab, h), checkedMul(*t.layers, *block),
+                         h, *tie ? 0 : checkedMul(*t.vocab, h)})
             : std::nullopt;
   if (!total) {
     model.r.error(model.mapNode(),
@@ -287,12 +285,12 @@ bool readLlamaConfig(MapReader &model, ModelSpec &spec) {
                   "ffn_hidden or layers");
     return false;
   }
-  c.vocab = *vocab;
-  c.seqLen = *seqLen;
+  c.vocab = *t.vocab;
+  c.seqLen = *t.seqLen;
   c.hidden = h;
-  c.heads = *heads;
+  c.heads = *t.heads;
   c.kvHeads = *kvHeads;
-  c.layers = *layers;
+  c.layers = *t.layers;
   c.ffnHidden = f;
   c.ropeTheta = *theta;
   c.normEps = *eps;
