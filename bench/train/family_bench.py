@@ -21,10 +21,9 @@ model's tokens/s is reported as the median and the best of its rounds, and
 the ratios to the GPT's model GFLOP/s use the same statistic on both sides.
 """
 
-import statistics
-
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -34,24 +33,17 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "bench", "peers"))
 import peer_common as pc  # noqa: E402
-from train_bench import BenchError, cpu_name, run, run_strata  # noqa: E402
+from train_bench import BenchError, build_inputs, cpu_name, run_strata  # noqa: E402
 
 MODELS = ["gpt", "llama", "llama-gqa"]
 
 
 def prepare(name, args, workdir):
     spec = os.path.join(HERE, f"family-{name}.yaml")
-    m, _ = pc.parse_spec(spec)
+    m, t = pc.parse_spec(spec)
     mdir = os.path.join(workdir, name)
-    os.makedirs(mdir, exist_ok=True)
-    binary, data, init = (os.path.join(mdir, f) for f in ("train", "tokens.bin", "init.safetensors"))
-    cmd = [args.strata, "compile", spec, "--cluster", "local:1", "-o", binary]
-    if args.launcher:
-        cmd += ["--launcher", args.launcher]
-    run(cmd, what="strata compile")
-    run(["/usr/bin/python3", os.path.join(REPO, "tests", "reference", "make_inputs.py"),
-         "--model-yaml", spec, "--init-out", init, "--tokens-out", data, "--num-tokens", "20000"],
-        what="make_inputs.py")
+    n_tokens = (args.warmup + args.steps) * t.global_batch * m.seq_len + 1
+    binary, data, init = build_inputs(args, spec, mdir, n_tokens)
     return {"name": name, "cfg": m, "binary": binary, "data": data, "init": init,
             "dir": mdir, "seconds": 0.0, "tokens": 0, "rounds": []}
 
