@@ -72,9 +72,11 @@ def StrataShardTensorParallel
   let summary = "Rewrites @forward into one tensor-parallel rank's share (Megatron-LM)";
   let description = [{
     Recognises, by their dataflow, the column-parallel -> row-parallel blocks
-    of @forward (attention: the fused QKV projection sharded by heads, local
-    attention, output projection; MLP: up projection, activation, down
-    projection), the vocabulary projection before the loss, and the
+    of @forward (attention: the fused QKV projection, or separate q, k and v
+    projections, sharded by heads, local attention, output projection; key
+    and value heads fewer than `tp` are replicated, each rank slicing the one
+    its query heads use; MLP: up projection (or gate and up), activation,
+    down projection), the vocabulary projection before the loss, and the
     embeddings of the vocabulary, and rewrites @forward into what rank
     `tp-rank` of a tensor-parallel group of `tp` ranks computes: local
     weight shards, `strata.replicate` before and `strata.all_reduce` after

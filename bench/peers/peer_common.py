@@ -4,12 +4,15 @@ torch_ddp_bench.py): model, data and the model-FLOP count.
 Model FLOPs (what "achieved GFLOP/s" counts; the Megatron-LM convention,
 Narayanan et al. SC'21, eq. 3, which does not halve causal attention):
 
-  flops_per_token = 6 * P_matmul + 12 * L * H * S     (gpt)
+  flops_per_token = 6 * P_matmul + 12 * L * H * S     (gpt, llama)
   flops_per_token = 6 * P_matmul                      (mlp)
 
   P_matmul: parameters that take part in matmuls, counted once each:
     gpt: L * (H*3H + H*H + H*F + F*H) + V*H  (the tied LM head counts as a
          matmul; position embeddings, biases and LayerNorm do not)
+    llama: L * (H*H + 2*H*KV + H*H + 3*H*F) + V*H, KV = kv_heads * H/heads
+         (q, k, v, o; gate, up, down; the LM head, tied or not; grouped-query
+         attention's Q K^T and P V still run over all H query features)
     mlp: L * (H*F + F*H) + H*V
   6 = 2 FLOPs per multiply-add x (1 forward + 2 backward matmuls).
   12*L*H*S: QK^T and PV, forward and backward (2 matmuls x 2 FLOPs x 3 passes
@@ -40,11 +43,15 @@ def matmul_params(m):
     if m.family == "gpt":
         h, f = m.hidden, m.ffn_hidden
         return m.layers * (h * 3 * h + h * h + 2 * h * f) + m.vocab * h
+    if m.family == "llama":
+        h, f = m.hidden, m.ffn_hidden
+        kv = (m.kv_heads or m.heads) * (h // m.heads)
+        return m.layers * (2 * h * h + 2 * h * kv + 3 * h * f) + m.vocab * h
     return m.layers * 2 * m.hidden * m.ffn_hidden + m.hidden * m.vocab
 
 
 def flops_per_token(m):
-    attn = 12 * m.layers * m.hidden * m.seq_len if m.family == "gpt" else 0
+    attn = 12 * m.layers * m.hidden * m.seq_len if m.family in ("gpt", "llama") else 0
     return 6 * matmul_params(m) + attn
 
 

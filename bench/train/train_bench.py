@@ -129,24 +129,31 @@ class Totals:
         return self.tokens / self.seconds if self.seconds else float("nan")
 
 
-def bench_model(name, args, peers, workdir):
-    spec, warmup, steps = MODELS[name]
-    warmup = args.warmup if args.warmup is not None else warmup
-    steps = args.steps if args.steps is not None else steps
-    m, t = pc.parse_spec(spec)
-    mdir = os.path.join(workdir, name)
+def build_inputs(args, spec, mdir, n_tokens):
+    """`strata compile SPEC --cluster local:1` and make_inputs.py's token
+    file and initial weights, in `mdir`; -> (binary, data, init)."""
     os.makedirs(mdir, exist_ok=True)
     binary, data, init = (os.path.join(mdir, f) for f in ("train", "tokens.bin", "init.safetensors"))
     cmd = [args.strata, "compile", spec, "--cluster", "local:1", "-o", binary]
     if args.launcher:
         cmd += ["--launcher", args.launcher]
     run(cmd, what="strata compile")
-    info = run([binary, "--info"], what="the Strata training binary (--info)", with_stderr=True)
-    params = re.search(r"parameters \((\d+) values\)", info)
-    n_tokens = (warmup + max(steps, args.slow_steps)) * t.global_batch * m.seq_len + 1
     run(["/usr/bin/python3", os.path.join(REPO, "tests", "reference", "make_inputs.py"),
          "--model-yaml", spec, "--init-out", init, "--seed", "0", "--tokens-out", data,
          "--num-tokens", str(n_tokens), "--token-seed", "1"], what="make_inputs.py")
+    return binary, data, init
+
+
+def bench_model(name, args, peers, workdir):
+    spec, warmup, steps = MODELS[name]
+    warmup = args.warmup if args.warmup is not None else warmup
+    steps = args.steps if args.steps is not None else steps
+    m, t = pc.parse_spec(spec)
+    mdir = os.path.join(workdir, name)
+    n_tokens = (warmup + max(steps, args.slow_steps)) * t.global_batch * m.seq_len + 1
+    binary, data, init = build_inputs(args, spec, mdir, n_tokens)
+    info = run([binary, "--info"], what="the Strata training binary (--info)", with_stderr=True)
+    params = re.search(r"parameters \((\d+) values\)", info)
 
     strata = Totals()
     peer_totals = {p: Totals() for p in peers}

@@ -9,8 +9,8 @@
 //
 // Gradients flow into parameters' gradient buffers without temporaries where
 // the kernel can accumulate (matmul with beta = 1, embedding and bias
-// gradients, layer-norm gamma/beta gradients), including through the adds
-// that sum the gradients of tied weights.
+// gradients, layer-norm gamma/beta and RMSNorm weight gradients), including
+// through the adds that sum the gradients of tied weights.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,9 +45,12 @@ void ProgramEmitter::bindValue(Value v, int grad, Operation *sink) {
       }
       return;
     }
-    if (isa<MatmulOp, EmbeddingGradOp, BiasGradOp, LayerNormGradOp>(def) &&
+    if (isa<MatmulOp, EmbeddingGradOp, BiasGradOp, LayerNormGradOp,
+            RmsNormGradOp>(def) &&
         !(isa<LayerNormGradOp>(def) &&
-          v == cast<LayerNormGradOp>(def).getInputGrad())) {
+          v == cast<LayerNormGradOp>(def).getInputGrad()) &&
+        !(isa<RmsNormGradOp>(def) &&
+          v == cast<RmsNormGradOp>(def).getInputGrad())) {
       directBind[v] = grad;
       return;
     }
@@ -584,7 +587,12 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             loss = operand(r.getOperand(0));
             return success();
           })
-          .Default([&](Operation *other) {
+          .Default([&](Operation *other) -> LogicalResult {
+            bool llama = false;
+            if (failed(lowerLlamaOp(other, llama)))
+              return failure();
+            if (llama)
+              return success();
             return other->emitError("the CPU runtime has no lowering for this "
                                     "op");
           });

@@ -272,6 +272,9 @@ private:
   LogicalResult collectParams();
   LogicalResult bindGradients(func::FuncOp step);
   LogicalResult lowerCollective(Operation *op, bool &handled);
+  /// The Llama family's ops (EmitLlamaOps.cpp); `handled` is false for any
+  /// other op.
+  LogicalResult lowerLlamaOp(Operation *op, bool &handled);
   void planUpdates();
   void emitUpdate(rtf::ProgramBuilder &builder);
   void bindValue(Value v, int grad, Operation *sink);

@@ -209,33 +209,54 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     o.saved = saved, o.attentionCore = core;
     ops.push_back(o);
   };
-  // Layer norm: read x, write y; backward reads x, dy and writes dx.
+  // Layer norm (or RMSNorm): read x, write y; backward reads x, dy and
+  // writes dx.
   auto layerNorm = [&] {
     pointwise(T * h / outside, 2 * e, 3 * e, T * h * e / outside);
   };
-  // Bias + dropout + residual add, fused: reads two, writes one and a mask.
-  auto biasDropoutAdd = [&] {
-    pointwise(T * h / outside, 3 * e + 1, 2 * e + 1, T * h / outside);
+  // Bias + dropout + residual add, fused: reads two, writes one and a mask;
+  // without dropout and biases, the plain residual add.
+  auto residual = [&] {
+    if (m.dropout)
+      pointwise(T * h / outside, 3 * e + 1, 2 * e + 1, T * h / outside);
+    else
+      pointwise(T * h / outside, 3 * e, 2 * e, 0);
   };
   if (m.kind == ModelDesc::Kind::Transformer) {
     double d = h / a, heads = a / t;
+    // k and v width on one rank: split over tp, or one kv head's replica
+    // when tp exceeds the kv heads.
+    double kvLocal =
+        m.replicatesKvHeads(int64_t(t)) ? d : double(m.kvWidth()) / t;
+    double qkvLocal = h / t + 2 * kvLocal;
     layerNorm();
-    gemm(T, 3 * h / t, h, 1, T * h * e / outside);     // qkv; saves its input
+    gemm(T, qkvLocal, h, 1, T * h * e / outside); // qkv; saves its input
+    if (!m.learnedPositions) // rotary embeddings of q and k
+      pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
     gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
     // Scale + mask + softmax (fused); saves its output.
     pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
-    // Attention dropout; saves the mask.
-    pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s, true);
-    // probs x V; saves dropped probs and V.
+    if (m.dropout) // attention dropout; saves the mask
+      pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s,
+                true);
+    // probs x V; saves (dropped) probs and V.
     gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
     pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
     gemm(T, h, h / t, 1, T * h / t * e);   // projection; saves its input
-    biasDropoutAdd();
+    residual();
     layerNorm();
-    gemm(T, f / t, h, 1, T * h * e / outside);         // fc1; saves its input
-    pointwise(T * f / t, 2 * e, 3 * e, T * f / t * e); // bias + gelu
-    gemm(T, h, f / t, 1, T * f / t * e);               // fc2
-    biasDropoutAdd();
+    if (m.gatedMlp) {
+      // gate and up (one [h, 2f/t] GEMM's worth); silu(gate) * up reads
+      // two, writes one, and saves both inputs; down saves its input.
+      gemm(T, 2 * f / t, h, 1, T * h * e / outside);
+      pointwise(T * f / t, 3 * e, 5 * e, 2 * T * f / t * e);
+      gemm(T, h, f / t, 1, T * f / t * e);
+    } else {
+      gemm(T, f / t, h, 1, T * h * e / outside);         // fc1; saves input
+      pointwise(T * f / t, 2 * e, 3 * e, T * f / t * e); // bias + gelu
+      gemm(T, h, f / t, 1, T * f / t * e);               // fc2
+    }
+    residual();
   } else {
     layerNorm();
     gemm(T, f / t, h, 1, T * h * e / outside);
@@ -288,8 +309,12 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     lc.recompute = coreFwd;
     lc.transient = coreSaved;
     lc.saved -= coreSaved;
-    if (m.kind == ModelDesc::Kind::Transformer)
-      lc.saved += 3 * T * double(m.hidden) / double(p.tp) * e;
+    if (m.kind == ModelDesc::Kind::Transformer) {
+      double kvLocal = m.replicatesKvHeads(p.tp)
+                           ? double(m.hidden / m.heads)
+                           : double(m.kvWidth()) / double(p.tp);
+      lc.saved += T * (double(m.hidden) / double(p.tp) + 2 * kvLocal) * e;
+    }
     break;
   case Recompute::Full:
     lc.recompute = lc.fwd;
@@ -307,6 +332,12 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
         2 * perLayer + (p.recompute == Recompute::Full ? perLayer : 0);
     double bytes = T * double(m.hidden) * e;
     lc.tpComm = count * allReduceTime(bytes, p.stride(Axis::TP), p.tp);
+    // Replicated kv heads: every rank holds the whole k and v projections
+    // and sums their gradients over the group each micro-batch.
+    if (m.replicatesKvHeads(p.tp))
+      lc.tpComm +=
+          allReduceTime(2.0 * double(m.kvWidth()) * double(m.hidden) * e,
+                        p.stride(Axis::TP), p.tp);
   }
   std::lock_guard<std::mutex> lock(cacheMutex);
   layerCache.emplace(key, lc);
@@ -377,13 +408,22 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   sc.layerForward = lc.fwd + lc.tpComm * fwdComms / allComms;
 
   // Parameters one device holds of a layer: GEMM weights are split by tensor
-  // parallelism, norms and the row-parallel biases are replicated.
-  double replicated = m.kind == ModelDesc::Kind::Transformer ? 6 * h : 3 * h;
+  // parallelism, norms and the row-parallel biases are replicated, and so
+  // are the k and v projections when tp exceeds the kv heads.
+  bool transformer = m.kind == ModelDesc::Kind::Transformer;
+  double replicated =
+      transformer ? 2 * double(m.normParams()) + (m.biases ? 2 * h : 0) : 3 * h;
+  if (m.replicatesKvHeads(p.tp))
+    replicated += 2 * h * double(m.kvWidth());
   double layerParams = (double(m.layerParams()) - replicated) / t + replicated;
+  double finalNorm = double(m.normParams());
   double embedParams = V * h / t +
-                       (m.kind == ModelDesc::Kind::Transformer ? s * h : 0) +
-                       (p.pp == 1 ? 2 * h : 0);
-  double headParams = p.pp == 1 ? 0 : V * h / t + 2 * h; // tied copy + norm
+                       (transformer && m.learnedPositions ? s * h : 0) +
+                       (p.pp == 1 ? finalNorm : 0);
+  // The last stage: the untied head, or a copy of the tied embedding when
+  // it is another device than the first, and the final norm.
+  double headParams = (m.tiedEmbedding && p.pp == 1 ? 0 : V * h / t) +
+                      (p.pp == 1 ? 0 : finalNorm);
   ParamBytes pb = paramBytes(m);
   auto statics = [&](double params, double &w, double &g, double &o) {
     w = params * pb.weight / (p.zero >= 3 ? dp : 1);
@@ -407,8 +447,11 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   }
 
   // Embedding: gather rows, add positions, dropout; backward scatter-adds.
-  sc.firstCompute = memoryBoundTime(T * h * (5 * e + 1) / outside) +
-                    memoryBoundTime(T * h * (5 * e + 1));
+  // Without positions and dropout: the gather and the scatter-add.
+  double embedBytes =
+      transformer && (m.learnedPositions || m.dropout) ? 5 * e + 1 : 3 * e;
+  sc.firstCompute = memoryBoundTime(T * h * embedBytes / outside) +
+                    memoryBoundTime(T * h * embedBytes);
   // Head: final norm, logits GEMM (vocab-parallel), fp32 cross entropy.
   sc.lastCompute = memoryBoundTime(T * h / outside * 2 * e) +
                    memoryBoundTime(T * h / outside * 3 * e) +
@@ -436,7 +479,7 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // Memory per micro-batch in flight and per device.
   sc.layerActivation = lc.saved;
   sc.transientActivation = lc.transient;
-  sc.firstActivation = T * h / outside;        // embedding dropout mask
+  sc.firstActivation = m.dropout ? T * h / outside : 0; // dropout mask
   sc.lastActivation = T * V / t * (4 + 4 + e); // fp32 logits, softmax, grad
   sc.reserved = dev.reservedBytes;
   sc.memoryLimit = dev.memoryBytes;

@@ -42,6 +42,23 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     d.layers = g.layers;
     d.ffnHidden = g.ffnHidden > 0 ? g.ffnHidden : 4 * g.hidden;
     setDtype(d, g.dtype);
+  } else if (spec.llama) {
+    const frontend::LlamaConfig &l = *spec.llama;
+    d.kind = ModelDesc::Kind::Transformer;
+    d.vocab = l.vocab;
+    d.seqLen = l.seqLen;
+    d.hidden = l.hidden;
+    d.heads = l.heads;
+    d.kvHeads = l.kvHeads;
+    d.layers = l.layers;
+    d.ffnHidden = l.ffnHidden;
+    d.gatedMlp = true;
+    d.rmsNorm = true;
+    d.biases = false;
+    d.learnedPositions = false;
+    d.dropout = false;
+    d.tiedEmbedding = l.tieEmbeddings;
+    setDtype(d, l.dtype);
   } else if (spec.mlp) {
     const frontend::MlpConfig &m = *spec.mlp;
     d.kind = ModelDesc::Kind::Mlp;
@@ -54,11 +71,11 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     setDtype(d, m.dtype);
   } else {
     error = spec.path +
-            ": the planner needs a layer-stack model (the 'gpt' "
-            "or 'mlp' preset); explicit graphs ('" +
+            ": the planner needs a layer-stack model (the 'gpt', "
+            "'llama' or 'mlp' preset); explicit graphs ('" +
             spec.family +
             "') cannot be planned yet — pin nothing and use a preset, or "
-            "describe the model with the gpt/mlp preset";
+            "describe the model with the gpt/llama/mlp preset";
     return std::nullopt;
   }
   const frontend::OptimizerSpec &o = spec.training.optimizer;

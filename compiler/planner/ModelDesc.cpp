@@ -8,15 +8,22 @@ int64_t ModelDesc::layerParams() const {
   int64_t h = hidden, f = ffnHidden;
   if (kind == Kind::Mlp)
     return h * f + f + f * h + h + 2 * h; // fc1, fc2, layer norm
-  // qkv, attention projection, fc1, fc2 (with biases), two layer norms.
-  return 3 * h * h + 3 * h + h * h + h + h * f + f + f * h + h + 4 * h;
+  int64_t kv = kvWidth();
+  // q, k, v and the output projection; the MLP; two norms.
+  int64_t attention = h * h + 2 * h * kv + h * h;
+  int64_t mlp = gatedMlp ? 3 * h * f : 2 * h * f;
+  if (biases) {
+    attention += h + 2 * kv + h;
+    mlp += gatedMlp ? 2 * f + h : f + h;
+  }
+  return attention + mlp + 2 * normParams();
 }
 
 int64_t ModelDesc::embeddingParams() const {
   int64_t p = vocab * hidden;
-  if (kind == Kind::Transformer)
-    p += seqLen * hidden; // learned positions
-  return p + 2 * hidden;  // final layer norm
+  if (kind == Kind::Transformer && learnedPositions)
+    p += seqLen * hidden;
+  return p + normParams(); // final norm
 }
 
 int64_t ModelDesc::totalParams() const {
@@ -24,6 +31,29 @@ int64_t ModelDesc::totalParams() const {
   if (!tiedEmbedding)
     p += vocab * hidden;
   return p;
+}
+
+bool ModelDesc::tpFits(int64_t tp, std::string *why) const {
+  auto no = [&](const std::string &reason) {
+    if (why)
+      *why = reason;
+    return false;
+  };
+  if (kind == Kind::Transformer) {
+    if (heads % tp)
+      return no("the model's " + std::to_string(heads) +
+                " attention heads cannot be split evenly; pick a divisor");
+    int64_t kv = numKvHeads();
+    if (kv % tp && tp % kv)
+      return no("the model's " + std::to_string(kv) +
+                " kv heads can be neither split evenly nor replicated "
+                "evenly; pick a divisor or a multiple of " +
+                std::to_string(kv));
+  }
+  if (ffnHidden % tp)
+    return no("ffn_hidden " + std::to_string(ffnHidden) +
+              " is not divisible by it");
+  return true;
 }
 
 bool ModelDesc::validate(std::string &error) const {
@@ -47,6 +77,12 @@ bool ModelDesc::validate(std::string &error) const {
   if (kind == Kind::Transformer && hidden % heads != 0) {
     error = "hidden (" + std::to_string(hidden) +
             ") must be divisible by heads (" + std::to_string(heads) + ")";
+    return false;
+  }
+  if (kvHeads < 0 || (kvHeads > 0 && heads % kvHeads != 0)) {
+    error = "kv_heads (" + std::to_string(kvHeads) +
+            ") must be a positive divisor of heads (" + std::to_string(heads) +
+            ")";
     return false;
   }
   if (dtypeBytes != 2 && dtypeBytes != 4) {

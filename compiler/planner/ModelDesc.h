@@ -37,12 +37,44 @@ struct ModelDesc {
   int64_t globalBatch = 0; ///< sequences per step; 0 = not given
   bool tiedEmbedding = true;
 
+  // Transformer variants. The defaults describe GPT-2 (the `gpt` preset);
+  // the `llama` preset changes all of them.
+  /// Key/value heads (grouped-query attention); 0 means `heads`.
+  int64_t kvHeads = 0;
+  /// SwiGLU MLP: gate and up [h, f] and down [f, h], no biases.
+  bool gatedMlp = false;
+  /// RMSNorm (a weight only) instead of LayerNorm (weight and bias).
+  bool rmsNorm = false;
+  /// Biases on the attention and MLP projections.
+  bool biases = true;
+  /// A learned position table [seq_len, hidden] (rotary embeddings have none).
+  bool learnedPositions = true;
+  /// Dropout after the embedding, the attention probabilities and each
+  /// residual branch (Megatron-LM's GPT recipe, whose memory model the cost
+  /// model follows); Llama trains without.
+  bool dropout = true;
+
+  int64_t numKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
+  /// Width of the k (and the v) projection: kv heads x head dim.
+  int64_t kvWidth() const { return numKvHeads() * (hidden / heads); }
+  /// Parameters of one norm.
+  int64_t normParams() const { return rmsNorm ? hidden : 2 * hidden; }
+
   bool mixedPrecision() const { return dtypeBytes < 4; }
   /// Parameters of one repeated layer (weights and biases).
   int64_t layerParams() const;
-  /// Embedding (+ position table) parameters; the head is tied to it.
+  /// Embedding (+ position table) and final-norm parameters; a tied head
+  /// reuses the embedding.
   int64_t embeddingParams() const;
   int64_t totalParams() const;
+  /// Whether `tp` ranks can split the model's heads, kv heads (or hold
+  /// replicas of them: tp a multiple of kv_heads) and MLP features; if not,
+  /// says why in `why` (a sentence to follow "tp=N: ").
+  bool tpFits(int64_t tp, std::string *why = nullptr) const;
+  /// Whether tensor parallelism replicates kv heads (tp > kv_heads).
+  bool replicatesKvHeads(int64_t tp) const {
+    return kind == Kind::Transformer && tp > numKvHeads();
+  }
   /// Checks sizes are positive and consistent; on failure says which field.
   bool validate(std::string &error) const;
 };

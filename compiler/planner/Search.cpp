@@ -399,13 +399,9 @@ static bool checkPins(const ModelDesc &m, int64_t N, const SearchOptions &o,
   if (p.dp && p.tp && p.pp && *p.dp * *p.tp * *p.pp != N)
     return fail("--pin dp*tp*pp = " + std::to_string(*p.dp * *p.tp * *p.pp) +
                 " but the cluster has " + n + " devices");
-  if (p.tp && m.kind == ModelDesc::Kind::Transformer && m.heads % *p.tp)
-    return fail("--pin tp=" + std::to_string(*p.tp) + ": the model's " +
-                std::to_string(m.heads) +
-                " attention heads cannot be split evenly; pick a divisor");
-  if (p.tp && m.ffnHidden % *p.tp)
-    return fail("--pin tp=" + std::to_string(*p.tp) + ": ffn_hidden " +
-                std::to_string(m.ffnHidden) + " is not divisible by it");
+  std::string why;
+  if (p.tp && !m.tpFits(*p.tp, &why))
+    return fail("--pin tp=" + std::to_string(*p.tp) + ": " + why);
   if (p.pp && *p.pp > m.layers)
     return fail("--pin pp=" + std::to_string(*p.pp) + ": the model has only " +
                 std::to_string(m.layers) + " layers to split into stages");
@@ -477,8 +473,7 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
   for (int64_t tp : divisors(N)) {
     if (pins.tp && *pins.tp != tp)
       continue;
-    if (m.ffnHidden % tp ||
-        (m.kind == ModelDesc::Kind::Transformer && m.heads % tp))
+    if (!m.tpFits(tp))
       continue;
     for (int64_t pp : divisors(N / tp)) {
       if ((pins.pp && *pins.pp != pp) || pp > L)

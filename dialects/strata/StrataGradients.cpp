@@ -278,3 +278,48 @@ LogicalResult VocabParallelCrossEntropyOp::buildGradients(
   grads.push_back(nullptr);
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Llama family
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::buildGradients(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &grads) {
+  auto g = b.create<RmsNormGradOp>(getLoc(), resultGrads[0], getInput(),
+                                   getWeight(), getEpsilonAttr());
+  grads.append({g.getInputGrad(), g.getWeightGrad()});
+  return success();
+}
+
+LogicalResult RotaryEmbeddingOp::buildGradients(OpBuilder &b,
+                                                ArrayRef<Value> resultGrads,
+                                                SmallVectorImpl<Value> &grads) {
+  // A rotation's transpose is the rotation by the opposite angle.
+  grads.push_back(b.create<RotaryEmbeddingGradOp>(getLoc(), resultGrads[0],
+                                                  getThetaAttr()));
+  return success();
+}
+
+LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<SiluGradOp>(getLoc(), resultGrads[0], getInput()));
+  return success();
+}
+
+LogicalResult SiluMulOp::buildGradients(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &grads) {
+  auto g =
+      b.create<SiluMulGradOp>(getLoc(), resultGrads[0], getGate(), getUp());
+  grads.append({g.getGateGrad(), g.getUpGrad()});
+  return success();
+}
+
+LogicalResult
+RepeatInterleaveOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                   SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<RepeatInterleaveGradOp>(
+      getLoc(), resultGrads[0], getAxisAttr(), getRepeatsAttr()));
+  return success();
+}

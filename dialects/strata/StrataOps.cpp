@@ -703,6 +703,179 @@ int64_t VocabParallelCrossEntropyGradOp::getFlops() {
 }
 
 //===----------------------------------------------------------------------===//
+// Llama family
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                            ValueRange operands, DictionaryAttr attrs,
+                            OpaqueProperties props, RegionRange regions,
+                            SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  auto in = rankedType(adaptor.getInput());
+  auto w = rankedType(adaptor.getWeight());
+  if (in.getRank() < 1)
+    return emitOptionalError(loc, "'strata.rms_norm' input must have rank >= "
+                                  "1");
+  if (w.getRank() != 1 || w.getDimSize(0) != in.getShape().back())
+    return emitOptionalError(loc,
+                             "'strata.rms_norm' weight must be a vector of "
+                             "the input's last dimension: input ",
+                             shapeStr(in.getShape()), ", weight ",
+                             shapeStr(w.getShape()));
+  if (failed(sameElementType(loc, "rms_norm", adaptor.getInput(),
+                             adaptor.getWeight(), "weight")))
+    return failure();
+  if (!(adaptor.getEpsilon().convertToDouble() > 0.0))
+    return emitOptionalError(loc, "'strata.rms_norm' epsilon must be > 0");
+  results.push_back(in);
+  return success();
+}
+// square, mean, rsqrt, normalise, scale: ~4 flops per element.
+int64_t RmsNormOp::getFlops() { return 4 * numElements(getResult()); }
+
+/// The rotary ops' shared rule: [..., S, D] with D even, theta > 0.
+static LogicalResult checkRotary(std::optional<Location> loc, StringRef op,
+                                 Value input, double theta) {
+  auto in = rankedType(input);
+  if (in.getRank() < 2 || in.getShape().back() % 2 != 0)
+    return emitOptionalError(loc, "'strata.", op,
+                             "' needs an input [..., S, D] with an even D, "
+                             "got ",
+                             shapeStr(in.getShape()));
+  if (!(theta > 0.0))
+    return emitOptionalError(loc, "'strata.", op, "' theta must be > 0");
+  return success();
+}
+
+LogicalResult
+RotaryEmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    ValueRange operands, DictionaryAttr attrs,
+                                    OpaqueProperties props, RegionRange regions,
+                                    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  if (failed(checkRotary(loc, "rotary_embedding", adaptor.getInput(),
+                         adaptor.getTheta().convertToDouble())))
+    return failure();
+  results.push_back(adaptor.getInput().getType());
+  return success();
+}
+// Two multiplies and an add per element (the tables are per position).
+int64_t RotaryEmbeddingOp::getFlops() { return 3 * numElements(getResult()); }
+
+LogicalResult RotaryEmbeddingGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  if (failed(checkRotary(loc, "rotary_embedding_grad", adaptor.getGrad(),
+                         adaptor.getTheta().convertToDouble())))
+    return failure();
+  results.push_back(adaptor.getGrad().getType());
+  return success();
+}
+int64_t RotaryEmbeddingGradOp::getFlops() {
+  return 3 * numElements(getResult());
+}
+
+LogicalResult SiluOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                       ValueRange operands, DictionaryAttr,
+                                       OpaqueProperties, RegionRange,
+                                       SmallVectorImpl<Type> &results) {
+  results.push_back(operands[0].getType());
+  return success();
+}
+// exp, add, divide, multiply: ~4 flops, exp counted as one.
+int64_t SiluOp::getFlops() { return 4 * numElements(getResult()); }
+
+LogicalResult SiluGradOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           ValueRange operands, DictionaryAttr,
+                                           OpaqueProperties, RegionRange,
+                                           SmallVectorImpl<Type> &results) {
+  return inferSameAsGrad("silu_grad", loc, operands[0], operands[1], results);
+}
+int64_t SiluGradOp::getFlops() { return 7 * numElements(getResult()); }
+
+LogicalResult SiluMulOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          ValueRange operands, DictionaryAttr,
+                                          OpaqueProperties, RegionRange,
+                                          SmallVectorImpl<Type> &results) {
+  return inferBinary("silu_mul", loc, operands[0], operands[1], results);
+}
+int64_t SiluMulOp::getFlops() { return 5 * numElements(getResult()); }
+
+LogicalResult
+SiluMulGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                ValueRange operands, DictionaryAttr attrs,
+                                OpaqueProperties props, RegionRange regions,
+                                SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  Type t = adaptor.getGrad().getType();
+  if (adaptor.getGate().getType() != t || adaptor.getUp().getType() != t)
+    return emitOptionalError(loc,
+                             "'strata.silu_mul_grad' grad, gate and up "
+                             "must have identical types, got ",
+                             t, ", ", adaptor.getGate().getType(), " and ",
+                             adaptor.getUp().getType());
+  results.push_back(t);
+  results.push_back(t);
+  return success();
+}
+int64_t SiluMulGradOp::getFlops() { return 10 * numElements(getGrad()); }
+
+/// repeat_interleave multiplies `axis` by `repeats`; its gradient divides.
+static LogicalResult inferRepeat(StringRef op, std::optional<Location> loc,
+                                 Value input, int64_t axis, int64_t repeats,
+                                 bool grow, SmallVectorImpl<Type> &results) {
+  if (repeats < 1)
+    return emitOptionalError(loc, "'strata.", op, "' repeats must be >= 1");
+  return inferAxisCollective(op, loc, input, axis, repeats, grow, results);
+}
+
+LogicalResult RepeatInterleaveOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  return inferRepeat("repeat_interleave", loc, a.getInput(), a.getAxis(),
+                     a.getRepeats(), /*grow=*/true, results);
+}
+int64_t RepeatInterleaveOp::getFlops() { return 0; }
+
+LogicalResult RepeatInterleaveGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  return inferRepeat("repeat_interleave_grad", loc, a.getGrad(), a.getAxis(),
+                     a.getRepeats(), /*grow=*/false, results);
+}
+int64_t RepeatInterleaveGradOp::getFlops() { return numElements(getGrad()); }
+
+LogicalResult
+RmsNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                ValueRange operands, DictionaryAttr attrs,
+                                OpaqueProperties props, RegionRange regions,
+                                SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, props, regions);
+  SmallVector<Type> inputType;
+  if (failed(inferSameAsGrad("rms_norm_grad", loc, adaptor.getGrad(),
+                             adaptor.getInput(), inputType)))
+    return failure();
+  auto in = rankedType(adaptor.getInput());
+  auto w = rankedType(adaptor.getWeight());
+  if (w.getRank() != 1 || w.getDimSize(0) != in.getShape().back())
+    return emitOptionalError(loc, "'strata.rms_norm_grad' weight must be a "
+                                  "vector of the input's last dimension");
+  results.push_back(in);
+  results.push_back(w);
+  return success();
+}
+int64_t RmsNormGradOp::getFlops() { return 8 * numElements(getGrad()); }
+
+//===----------------------------------------------------------------------===//
 // Inference
 //===----------------------------------------------------------------------===//
 

@@ -749,6 +749,178 @@ def Strata_GradientBucketOp : Strata_Op<"gradient_bucket",
 }
 
 //===----------------------------------------------------------------------===//
+// Llama family: RMSNorm, rotary embeddings, SiLU / SwiGLU, and the kv-head
+// repetition of grouped-query attention, with their gradient ops
+//===----------------------------------------------------------------------===//
+
+def Strata_RmsNormOp : Strata_ForwardOp<"rms_norm"> {
+  let summary = "root-mean-square normalisation over the last dimension";
+  let description = [{
+    `result = x * rsqrt(mean(x^2) + epsilon) * weight`, the mean over the
+    last dimension; `weight` is a vector of the last dimension's size
+    (Hugging Face `LlamaRMSNorm`: no mean subtraction, no bias).
+
+    ```mlir
+    %y = strata.rms_norm %x, %w {epsilon = 1.0e-05 : f64} : (tensor<8x64x64xf32>, tensor<64xf32>) -> tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, Strata_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_RotaryEmbeddingOp : Strata_ForwardOp<"rotary_embedding"> {
+  let summary = "rotary position embedding (RoPE), rotate_half convention";
+  let description = [{
+    The input is `[..., S, D]` with `D` even: position `p` is the index
+    along dimension `-2` and feature pairs `(i, i + D/2)` are rotated by
+    the angle `p * theta^(-2i/D)`:
+    `result = x * cos + rotate_half(x) * sin` with
+    `rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2])` and the cos/sin
+    tables repeated over both halves (Hugging Face Llama's
+    `apply_rotary_pos_emb` with position ids `0 .. S-1`). Its gradient is
+    the rotation by the opposite angle.
+
+    ```mlir
+    %q = strata.rotary_embedding %x {theta = 1.000000e+04 : f64} : (tensor<8x4x64x16xf32>) -> tensor<8x4x64x16xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_SiluOp : Strata_UnaryOp<"silu",
+    "SiLU (swish): `x * sigmoid(x)`.">{
+  let summary = "SiLU activation";
+}
+
+def Strata_SiluMulOp : Strata_ForwardOp<"silu_mul"> {
+  let summary = "SwiGLU gating: silu(gate) * up";
+  let description = [{
+    `result = gate * sigmoid(gate) * up`, elementwise over two tensors of
+    identical shape and element type: the gated MLP of Llama,
+    `down(silu(gate(x)) * up(x))`, in one op.
+
+    ```mlir
+    %a = strata.silu_mul %g, %u : (tensor<8x64x172xf32>, tensor<8x64x172xf32>) -> tensor<8x64x172xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$gate, Strata_FloatTensor:$up);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_RepeatInterleaveOp : Strata_ForwardOp<"repeat_interleave"> {
+  let summary = "repeats every entry along an axis in place";
+  let description = [{
+    `result[..., i, ...] = input[..., i / repeats, ...]` along `axis`
+    (`torch.repeat_interleave`): grouped-query attention repeats each of
+    the `kv_heads` key/value heads for the `heads / kv_heads` query heads it
+    serves. Its gradient sums each group of `repeats` entries.
+
+    ```mlir
+    %k = strata.repeat_interleave %x {axis = 1 : i64, repeats = 4 : i64} : (tensor<8x2x64x16xf32>) -> tensor<8x8x64x16xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, I64Attr:$axis,
+                       I64Attr:$repeats);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+
+  let extraClassDeclaration = [{
+    /// `axis` in [0, rank): negative axes count from the end.
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getOperation()->getOperand(0).getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
+}
+
+def Strata_RmsNormGradOp : Strata_ShapeOp<"rms_norm_grad"> {
+  let summary = "gradients of rms_norm";
+  let description = [{
+    From the result gradient, the forward input and `weight`, computes the
+    gradients with respect to the input and `weight` (the reciprocal root
+    mean square is recomputed from the input).
+
+    ```mlir
+    %dx, %dw = strata.rms_norm_grad %dy, %x, %w {epsilon = 1.0e-05 : f64} : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_FloatTensor:$input,
+                       Strata_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs Strata_FloatTensor:$input_grad,
+                      Strata_FloatTensor:$weight_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_RotaryEmbeddingGradOp : Strata_ShapeOp<"rotary_embedding_grad"> {
+  let summary = "gradient of rotary_embedding";
+  let description = [{
+    The transpose of the forward rotation: each feature pair of `grad` is
+    rotated by the opposite angle.
+
+    ```mlir
+    %dx = strata.rotary_embedding_grad %dy {theta = 1.000000e+04 : f64} : (tensor<8x4x64x16xf32>) -> tensor<8x4x64x16xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, F64Attr:$theta);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_SiluGradOp : Strata_ActivationGradOp<"silu_grad", "`strata.silu`">;
+
+def Strata_SiluMulGradOp : Strata_ShapeOp<"silu_mul_grad"> {
+  let summary = "gradients of silu_mul";
+  let description = [{
+    With `s = sigmoid(gate)`: `gate_grad = grad * up * s * (1 + gate * (1 -
+    s))` and `up_grad = grad * gate * s`.
+
+    ```mlir
+    %dg, %du = strata.silu_mul_grad %dy, %g, %u : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>)
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_FloatTensor:$gate,
+                       Strata_FloatTensor:$up);
+  let results = (outs Strata_FloatTensor:$gate_grad,
+                      Strata_FloatTensor:$up_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_RepeatInterleaveGradOp : Strata_ShapeOp<"repeat_interleave_grad"> {
+  let summary = "gradient of repeat_interleave: sums each group of repeats";
+  let description = [{
+    `result[..., j, ...] = sum_{r < repeats} grad[..., j * repeats + r, ...]`
+    along `axis`: a key/value head's gradient is the sum over the query
+    heads it served.
+
+    ```mlir
+    %dx = strata.repeat_interleave_grad %dk {axis = 1 : i64, repeats = 4 : i64} : (tensor<8x8x64x16xf32>) -> tensor<8x2x64x16xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, I64Attr:$axis,
+                       I64Attr:$repeats);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+
+  let extraClassDeclaration = [{
+    /// `axis` in [0, rank): negative axes count from the end.
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getOperation()->getOperand(0).getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Inference (generation with a key/value cache)
 //===----------------------------------------------------------------------===//
 

@@ -79,7 +79,8 @@ private:
 
 /// Attributes the dialect stores as f64 even when the spec writes an integer.
 bool isFloatAttr(StringRef name) {
-  return name == "factor" || name == "epsilon" || name == "scale";
+  return name == "factor" || name == "epsilon" || name == "scale" ||
+         name == "theta";
 }
 
 /// Spec attributes that shape the op's results rather than being stored.
@@ -243,6 +244,19 @@ DictionaryAttr ModelImporter::modelAttr() {
         add("ffn_hidden", g.ffnHidden);
     attrs.push_back(builder.getNamedAttr(
         "dtype", builder.getStringAttr(dtypeName(g.dtype))));
+  } else if (spec.llama) {
+    const LlamaConfig &l = *spec.llama;
+    add("vocab", l.vocab), add("seq_len", l.seqLen), add("hidden", l.hidden);
+    add("heads", l.heads), add("kv_heads", l.kvHeads), add("layers", l.layers),
+        add("ffn_hidden", l.ffnHidden);
+    attrs.push_back(builder.getNamedAttr("rope_theta",
+                                         builder.getF64FloatAttr(l.ropeTheta)));
+    attrs.push_back(
+        builder.getNamedAttr("norm_eps", builder.getF64FloatAttr(l.normEps)));
+    attrs.push_back(builder.getNamedAttr("tie_embeddings",
+                                         builder.getBoolAttr(l.tieEmbeddings)));
+    attrs.push_back(builder.getNamedAttr(
+        "dtype", builder.getStringAttr(dtypeName(l.dtype))));
   } else if (spec.mlp) {
     const MlpConfig &m = *spec.mlp;
     add("vocab", m.vocab), add("seq_len", m.seqLen), add("hidden", m.hidden);

@@ -78,6 +78,16 @@ bool normaliseAxis(int64_t axis, size_t rank, int64_t &out) {
   return true;
 }
 
+/// The `axis` attribute normalised for x, or why it is out of range.
+Err readAxis(const OpAttrs &attrs, const TensorType &x, int64_t &axis) {
+  if (normaliseAxis(intAttr(attrs, "axis"), x.shape.size(), axis))
+    return std::nullopt;
+  return "axis " + std::to_string(intAttr(attrs, "axis")) +
+         " is out of range for x " + formatShape(x.shape) +
+         "; expected an axis in [" + std::to_string(-(int64_t)x.shape.size()) +
+         ", " + std::to_string(x.shape.size()) + ")";
+}
+
 Err inferEmbedding(const std::vector<TensorType> &in, const OpAttrs &,
                    std::vector<TensorType> &out) {
   const TensorType &table = in[0], &ids = in[1];
@@ -172,20 +182,24 @@ Err inferUnaryFloat(const std::vector<TensorType> &in, const OpAttrs &,
   return std::nullopt;
 }
 
-Err inferLayerNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
-                   std::vector<TensorType> &out) {
+/// layer_norm and rms_norm: x [..., N], then vectors [N] (`names`), and a
+/// positive epsilon.
+Err inferNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
+              std::vector<TensorType> &out,
+              std::initializer_list<const char *> names) {
   const TensorType &x = in[0];
   if (Err e = requireFloat(x, "x"))
     return e;
   if (Err e = requireRankAtLeast(x, "x", 1, "[..., N]"))
     return e;
-  const char *names[] = {"gamma", "beta"};
-  for (int i = 1; i <= 2; ++i) {
-    if (Err e = requireSameDType(x, "x", in[i], names[i - 1]))
+  size_t i = 1;
+  for (const char *name : names) {
+    const TensorType &v = in[i++];
+    if (Err e = requireSameDType(x, "x", v, name))
       return e;
-    if (in[i].shape != Shape{x.shape.back()})
-      return std::string(names[i - 1]) + " is " + formatShape(in[i].shape) +
-             " but x is " + formatShape(x.shape) + "; expected [" +
+    if (v.shape != Shape{x.shape.back()})
+      return std::string(name) + " is " + formatShape(v.shape) + " but x is " +
+             formatShape(x.shape) + "; expected [" +
              std::to_string(x.shape.back()) + "] (x's last dim)";
   }
   double eps = floatAttr(attrs, "epsilon");
@@ -193,6 +207,11 @@ Err inferLayerNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
     return "epsilon is " + std::to_string(eps) + "; expected a positive number";
   out = {x};
   return std::nullopt;
+}
+
+Err inferLayerNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                   std::vector<TensorType> &out) {
+  return inferNorm(in, attrs, out, {"gamma", "beta"});
 }
 
 Err inferSoftmax(const std::vector<TensorType> &in, const OpAttrs &attrs,
@@ -291,12 +310,8 @@ Err inferSplit(const std::vector<TensorType> &in, const OpAttrs &attrs,
                std::vector<TensorType> &out) {
   const TensorType &x = in[0];
   int64_t axis;
-  if (!normaliseAxis(intAttr(attrs, "axis"), x.shape.size(), axis))
-    return "axis " + std::to_string(intAttr(attrs, "axis")) +
-           " is out of range for x " + formatShape(x.shape) +
-           "; expected an axis in [" +
-           std::to_string(-(int64_t)x.shape.size()) + ", " +
-           std::to_string(x.shape.size()) + ")";
+  if (Err e = readAxis(attrs, x, axis))
+    return e;
   int64_t num = intAttr(attrs, "num");
   if (num < 1 || x.shape[axis] % num != 0)
     return "x is " + formatShape(x.shape) + ", whose dim " +
@@ -353,6 +368,50 @@ Err inferCrossEntropy(const std::vector<TensorType> &in, const OpAttrs &,
            formatShape(logits.shape) + "; expected targets int32" +
            formatShape(expected) + " (logits without the class dim)";
   out = {TensorType{{}, DType::F32}};
+  return std::nullopt;
+}
+
+Err inferRmsNorm(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                 std::vector<TensorType> &out) {
+  return inferNorm(in, attrs, out, {"weight"});
+}
+
+Err inferRotary(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                std::vector<TensorType> &out) {
+  const TensorType &x = in[0];
+  if (Err e = requireFloat(x, "x"))
+    return e;
+  if (Err e = requireRankAtLeast(x, "x", 2, "[..., S, D]"))
+    return e;
+  if (x.shape.back() % 2 != 0)
+    return "x is " + formatShape(x.shape) + ", whose last dim (" +
+           std::to_string(x.shape.back()) +
+           ") is odd; expected an even head dim (features rotate in pairs)";
+  double theta = floatAttr(attrs, "theta");
+  if (!(theta > 0) || !std::isfinite(theta))
+    return "theta is " + std::to_string(theta) + "; expected a positive number";
+  out = {x};
+  return std::nullopt;
+}
+
+Err inferRepeatInterleave(const std::vector<TensorType> &in,
+                          const OpAttrs &attrs, std::vector<TensorType> &out) {
+  const TensorType &x = in[0];
+  int64_t axis;
+  if (Err e = readAxis(attrs, x, axis))
+    return e;
+  int64_t repeats = intAttr(attrs, "repeats");
+  if (repeats < 1)
+    return "repeats is " + std::to_string(repeats) +
+           "; expected a positive integer";
+  TensorType result = x;
+  std::optional<int64_t> size = checkedMul(x.shape[axis], repeats);
+  std::optional<int64_t> total =
+      size ? checkedMul(numElements(x.shape), repeats) : std::nullopt;
+  if (!total)
+    return "the result would have more than 2^62 elements";
+  result.shape[axis] = *size;
+  out = {result};
   return std::nullopt;
 }
 
@@ -460,6 +519,37 @@ std::vector<OpRule> buildRules() {
        {},
        inferCrossEntropy,
        "logits[..., C], targets[...] int32 -> float32 scalar mean loss"},
+      // Llama family.
+      {"rms_norm",
+       {"x", "weight"},
+       false,
+       1,
+       {{"epsilon", AttrKind::Float, AttrValue(1e-5)}},
+       inferRmsNorm,
+       "x * rsqrt(mean(x^2) + epsilon) * weight over the last dim"},
+      {"rotary_embedding",
+       {"x"},
+       false,
+       1,
+       {{"theta", AttrKind::Float, AttrValue(10000.0)}},
+       inferRotary,
+       "rotary position embedding of x[..., S, D] (rotate_half convention)"},
+      {"silu", {"x"}, false, 1, {}, inferUnaryFloat, "x * sigmoid(x)"},
+      {"silu_mul",
+       {"gate", "up"},
+       false,
+       1,
+       {},
+       inferElementwiseBinary,
+       "silu(gate) * up, same shapes (SwiGLU)"},
+      {"repeat_interleave",
+       {"x"},
+       false,
+       1,
+       {{"axis", AttrKind::Int, std::nullopt},
+        {"repeats", AttrKind::Int, std::nullopt}},
+       inferRepeatInterleave,
+       "each entry along axis repeated `repeats` times in place"},
   };
 }
 

@@ -126,7 +126,7 @@ bool readSpecFile(const std::string &path, std::string &text,
 /// Peeks at `family` so that the `model:` keys can be checked against the
 /// ones that family accepts.
 std::optional<std::string> readFamily(SpecReader &r, const YamlNode *model) {
-  const std::vector<std::string> families = {"gpt", "mlp", "graph"};
+  const std::vector<std::string> families = {"gpt", "llama", "mlp", "graph"};
   if (!model->isMap()) {
     r.error(model, std::string("'model' is ") + model->kindDescription() +
                        "; expected a mapping such as {family: gpt, vocab: "
@@ -137,7 +137,7 @@ std::optional<std::string> readFamily(SpecReader &r, const YamlNode *model) {
     if (k->isScalar() && k->value == "family")
       return r.readChoice(v, "'family'", families);
   r.error(model, "'model' is missing the required key 'family'; expected "
-                 "family: gpt, mlp or graph");
+                 "family: gpt, llama, mlp or graph");
   return std::nullopt;
 }
 
@@ -145,6 +145,10 @@ std::vector<std::string> modelKeys(const std::string &family) {
   if (family == "gpt")
     return {"family", "vocab",  "seq_len",    "hidden",
             "heads",  "layers", "ffn_hidden", "dtype"};
+  if (family == "llama")
+    return {"family",     "vocab",    "seq_len",        "hidden",
+            "heads",      "kv_heads", "layers",         "ffn_hidden",
+            "rope_theta", "norm_eps", "tie_embeddings", "dtype"};
   if (family == "mlp")
     return {"family", "vocab",      "seq_len",    "hidden",
             "layers", "ffn_hidden", "activation", "dtype"};
@@ -355,7 +359,7 @@ std::optional<ModelSpec> loadFromDocument(SpecReader &r,
   const YamlNode *modelNode = top.find("model");
   if (!modelNode) {
     r.error(root, "the spec has no 'model:' section; expected 'model: "
-                  "{family: gpt | mlp | graph, ...}'");
+                  "{family: gpt | llama | mlp | graph, ...}'");
     return std::nullopt;
   }
   std::optional<std::string> family = readFamily(r, modelNode);
@@ -380,6 +384,10 @@ std::optional<ModelSpec> loadFromDocument(SpecReader &r,
     if (readGptConfig(model, spec) && !r.failed())
       spec.graph = expandGptGraph(*spec.gpt, spec.batch, locs,
                                   options.decode ? 1 : spec.gpt->seqLen);
+  } else if (*family == "llama") {
+    if (readLlamaConfig(model, spec) && !r.failed())
+      spec.graph = expandLlamaGraph(*spec.llama, spec.batch, locs,
+                                    options.decode ? 1 : spec.llama->seqLen);
   } else if (*family == "mlp") {
     if (readMlpConfig(model, spec) && !r.failed())
       spec.graph = expandMlpGraph(*spec.mlp, spec.batch, locs,

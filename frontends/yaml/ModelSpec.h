@@ -2,10 +2,10 @@
 //
 // The in-memory form of a model spec (docs/model-spec.md). The YAML parser
 // fills it and validates it; every consumer (the IR builder, the planner, the
-// training emitter) reads it. Presets (`gpt`, `mlp`) are kept as their config
-// *and* expanded into the explicit graph form, so a consumer can either use the
-// structure a preset knows (the planner exploits repeated transformer layers)
-// or the graph everybody shares.
+// training emitter) reads it. Presets (`gpt`, `llama`, `mlp`) are kept as their
+// config *and* expanded into the explicit graph form, so a consumer can either
+// use the structure a preset knows (the planner exploits repeated transformer
+// layers) or the graph everybody shares.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +49,18 @@ struct GptConfig {
   int64_t vocab = 0, seqLen = 0, hidden = 0, heads = 0, layers = 0;
   int64_t ffnHidden = 0; // defaults to 4 * hidden
   DType dtype = DType::F32;
+};
+
+/// The `llama` preset; semantics are Hugging Face LlamaForCausalLM's.
+struct LlamaConfig {
+  int64_t vocab = 0, seqLen = 0, hidden = 0, heads = 0, layers = 0;
+  int64_t kvHeads = 0; // defaults to heads; divides heads
+  int64_t ffnHidden = 0;
+  double ropeTheta = 10000.0;
+  double normEps = 1e-5;
+  bool tieEmbeddings = false;
+  DType dtype = DType::F32;
+  int64_t headDim() const { return hidden / heads; }
 };
 
 /// The `mlp` preset: a token-wise MLP language model (docs/model-spec.md).
@@ -151,8 +163,9 @@ struct Graph {
 
 struct ModelSpec {
   std::string path;   // the spec file, as given
-  std::string family; // "gpt", "mlp" or "graph"
+  std::string family; // "gpt", "llama", "mlp" or "graph"
   std::optional<GptConfig> gpt;
+  std::optional<LlamaConfig> llama;
   std::optional<MlpConfig> mlp;
   /// The batch size the forward graph is built for: training.microBatch if
   /// given, else training.globalBatch.

@@ -1,9 +1,11 @@
-//===- Presets.cpp - The gpt and mlp presets ------------------------------===//
+//===- Presets.cpp - The gpt, llama and mlp presets -----------------------===//
 //
 // The gpt expansion follows Hugging Face GPT2LMHeadModel op for op (fused
 // qkv, pre-LayerNorm, causal attention scaled by 1/sqrt(head_dim), tanh
 // GELU, tied output projection) with HF's parameter names and layouts, so HF
-// checkpoints load unchanged.
+// checkpoints load unchanged. The llama expansion follows LlamaForCausalLM
+// the same way (RMSNorm, separate q/k/v projections in nn.Linear layout,
+// rotary embeddings, grouped-query attention, SwiGLU, untied lm_head).
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,6 +87,12 @@ public:
     return op("bias_add", {mm, b}, out);
   }
 
+  /// y = x . W^T with nn.Linear layout (W is [out, in]), no bias.
+  std::string linearT(const std::string &x, const std::string &w,
+                      const std::string &out) {
+    return op("matmul", {x, w}, out, {{"transpose_b", true}});
+  }
+
 private:
   Graph &g;
   SourceLoc loc;
@@ -158,40 +166,59 @@ std::optional<int64_t> mul3(int64_t a, int64_t b, int64_t c) {
   return ab ? checkedMul(*ab, c) : std::nullopt;
 }
 
+/// The sizes every transformer preset has; each is null where its key
+/// failed to read (the error is reported).
+struct TransformerSizes {
+  std::optional<int64_t> vocab, seqLen, hidden, heads, layers;
+  bool ok() const { return vocab && seqLen && hidden && heads && layers; }
+};
+
+TransformerSizes readTransformerSizes(MapReader &model, const char *headsHint) {
+  TransformerSizes t;
+  t.vocab = model.getInt("vocab", 1, kMaxVocab, std::nullopt, kVocabHint);
+  t.seqLen =
+      model.getInt("seq_len", 1, kMaxPresetDim, std::nullopt, kSeqLenHint);
+  t.hidden =
+      model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
+  t.heads = model.getInt("heads", 1, kMaxPresetDim, std::nullopt, headsHint);
+  t.layers =
+      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
+  return t;
+}
+
+/// Reports (at `key`) a `count` that does not divide `of`'s value `total`.
+bool requireDivisor(MapReader &model, const std::string &key, int64_t count,
+                    const std::string &of, int64_t total,
+                    const std::string &why = "") {
+  if (total % count == 0)
+    return true;
+  model.r.error(model.find(key),
+                "'" + key + "' (" + std::to_string(count) +
+                    ") does not divide '" + of + "' (" + std::to_string(total) +
+                    "); expected a divisor of " + std::to_string(total) +
+                    " such as " + someDivisors(total, count) + why);
+  return false;
+}
+
 } // namespace
 
 bool readGptConfig(MapReader &model, ModelSpec &spec) {
   GptConfig c;
-  auto vocab = model.getInt("vocab", 1, kMaxVocab, std::nullopt, kVocabHint);
-  auto seqLen =
-      model.getInt("seq_len", 1, kMaxPresetDim, std::nullopt, kSeqLenHint);
-  auto hidden =
-      model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
-  auto heads = model.getInt("heads", 1, kMaxPresetDim, std::nullopt,
-                            "'heads: N', the number of attention heads "
-                            "(a divisor of hidden)");
-  auto layers =
-      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
-  auto ffn = readFfnHidden(model, hidden);
+  TransformerSizes t = readTransformerSizes(
+      model, "'heads: N', the number of attention heads (a divisor of hidden)");
+  auto ffn = readFfnHidden(model, t.hidden);
   auto dtype = readFloatDType(model);
-  if (!vocab || !seqLen || !hidden || !heads || !layers || !ffn || !dtype)
+  if (!t.ok() || !ffn || !dtype ||
+      !requireDivisor(model, "heads", *t.heads, "hidden", *t.hidden))
     return false;
-  if (*hidden % *heads != 0) {
-    model.r.error(model.find("heads"),
-                  "'heads' (" + std::to_string(*heads) +
-                      ") does not divide 'hidden' (" + std::to_string(*hidden) +
-                      "); expected a divisor of " + std::to_string(*hidden) +
-                      " such as " + someDivisors(*hidden, *heads));
-    return false;
-  }
-  int64_t h = *hidden, f = *ffn;
+  int64_t h = *t.hidden, f = *ffn;
   // Per block: two LayerNorms, c_attn, attn c_proj, c_fc, mlp c_proj.
   std::optional<int64_t> block = sumCounts(
       {checkedMul(4, h), checkedMul(h, 3 * h), checkedMul(3, h),
        checkedMul(h, h), h, checkedMul(h, f), f, checkedMul(f, h), h});
   std::optional<int64_t> total =
-      block ? sumCounts({checkedMul(*vocab, h), checkedMul(*seqLen, h),
-                         checkedMul(*layers, *block), checkedMul(2, h)})
+      block ? sumCounts({checkedMul(*t.vocab, h), checkedMul(*t.seqLen, h),
+                         checkedMul(*t.layers, *block), checkedMul(2, h)})
             : std::nullopt;
   if (!total) {
     model.r.error(model.mapNode(),
@@ -200,14 +227,76 @@ bool readGptConfig(MapReader &model, ModelSpec &spec) {
                   "expected smaller vocab, hidden, ffn_hidden or layers");
     return false;
   }
-  c.vocab = *vocab;
-  c.seqLen = *seqLen;
+  c.vocab = *t.vocab;
+  c.seqLen = *t.seqLen;
   c.hidden = h;
-  c.heads = *heads;
-  c.layers = *layers;
+  c.heads = *t.heads;
+  c.layers = *t.layers;
   c.ffnHidden = f;
   c.dtype = *dtype;
   spec.gpt = c;
+  return true;
+}
+
+bool readLlamaConfig(MapReader &model, ModelSpec &spec) {
+  LlamaConfig c;
+  TransformerSizes t = readTransformerSizes(
+      model, "'heads: N', the number of attention (query) heads (a divisor "
+             "of hidden)");
+  auto ffn = model.getInt("ffn_hidden", 1, kMaxPresetDim, std::nullopt,
+                          "'ffn_hidden: N', the inner width of the SwiGLU "
+                          "MLP (Llama 3 8B: 14336)");
+  std::optional<int64_t> kvHeads =
+      t.heads ? model.getInt("kv_heads", 1, kMaxPresetDim, *t.heads)
+              : std::nullopt;
+  auto theta = model.getFloat("rope_theta", 0.0, HUGE_VAL, 10000.0,
+                              /*minExclusive=*/true);
+  auto eps =
+      model.getFloat("norm_eps", 0.0, HUGE_VAL, 1e-5, /*minExclusive=*/true);
+  auto tie = model.getBool("tie_embeddings", false);
+  auto dtype = readFloatDType(model);
+  if (!t.ok() || !ffn || !kvHeads || !theta || !eps || !tie || !dtype ||
+      !requireDivisor(model, "heads", *t.heads, "hidden", *t.hidden) ||
+      !requireDivisor(model, "kv_heads", *kvHeads, "heads", *t.heads,
+                      " (each kv head serves heads / kv_heads query heads)"))
+    return false;
+  if ((*t.hidden / *t.heads) % 2 != 0) {
+    model.r.error(
+        model.find("heads"),
+        "head_dim = hidden / heads = " + std::to_string(*t.hidden / *t.heads) +
+            " is odd; rotary embeddings rotate pairs of features, "
+            "so expected heads such that hidden / heads is even");
+    return false;
+  }
+  int64_t h = *t.hidden, f = *ffn, kv = *kvHeads * (h / *t.heads);
+  // Per block: two RMSNorms, q, k, v, o, gate, up, down.
+  std::optional<int64_t> block =
+      sumCounts({checkedMul(2, h), checkedMul(h, h), checkedMul(2 * kv, h),
+                 checkedMul(h, h), mul3(3, f, h)});
+  std::optional<int64_t> total =
+      block ? sumCounts({checkedMul(*t.vocab, h), checkedMul(*t.layers, *block),
+                         h, *tie ? 0 : checkedMul(*t.vocab, h)})
+            : std::nullopt;
+  if (!total) {
+    model.r.error(model.mapNode(),
+                  "this llama model would have more than 2^62 parameters "
+                  "(vocab * hidden + layers * (2 * hidden^2 + 3 * hidden * "
+                  "ffn_hidden + ...)); expected smaller vocab, hidden, "
+                  "ffn_hidden or layers");
+    return false;
+  }
+  c.vocab = *t.vocab;
+  c.seqLen = *t.seqLen;
+  c.hidden = h;
+  c.heads = *t.heads;
+  c.kvHeads = *kvHeads;
+  c.layers = *t.layers;
+  c.ffnHidden = f;
+  c.ropeTheta = *theta;
+  c.normEps = *eps;
+  c.tieEmbeddings = *tie;
+  c.dtype = *dtype;
+  spec.llama = c;
   return true;
 }
 
@@ -344,6 +433,105 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch, const PresetLocs &locs,
       b.op("matmul", {x, wte}, "logits", {{"transpose_b", true}});
   std::string loss = b.op("cross_entropy", {logits, targets}, "loss");
   g.outputs = {loss};
+  return g;
+}
+
+Graph expandLlamaGraph(const LlamaConfig &c, int64_t batch,
+                       const PresetLocs &locs, int64_t rowTokens) {
+  using K = ParamInit::Kind;
+  Graph g;
+  g.loc = locs.model;
+  GraphBuilder b(g, locs.model);
+  // S tokens per row: seq_len, or 1 for one generation step.
+  const int64_t B = batch, S = rowTokens, H = c.hidden, nh = c.heads,
+                kvh = c.kvHeads, hd = c.headDim(), F = c.ffnHidden;
+  const int64_t group = nh / kvh; // query heads per kv head
+  // HF LlamaPreTrainedModel._init_weights: every Linear and the embedding
+  // N(0, initializer_range = 0.02), RMSNorm weights ones.
+  const double initStd = 0.02;
+  const AttrValue eps(c.normEps);
+
+  std::string tokens = b.input("tokens", {B, S});
+  std::string targets = b.input("targets", {B, S});
+  std::string embed = b.param("model.embed_tokens.weight", {c.vocab, H},
+                              c.dtype, K::Normal, initStd);
+  std::string x = b.op("embedding", {embed, tokens}, "embed");
+
+  for (int64_t i = 0; i < c.layers; ++i) {
+    b.setBlock(i, locs.layers);
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    // Declared in HF's state-dict order (LlamaDecoderLayer: self_attn, mlp,
+    // input_layernorm, post_attention_layernorm).
+    auto linear = [&](const std::string &name, int64_t out, int64_t in) {
+      return b.param(p + name + ".weight", {out, in}, c.dtype, K::Normal,
+                     initStd);
+    };
+    std::string qW = linear("self_attn.q_proj", nh * hd, H);
+    std::string kW = linear("self_attn.k_proj", kvh * hd, H);
+    std::string vW = linear("self_attn.v_proj", kvh * hd, H);
+    std::string oW = linear("self_attn.o_proj", H, nh * hd);
+    std::string gateW = linear("mlp.gate_proj", F, H);
+    std::string upW = linear("mlp.up_proj", F, H);
+    std::string downW = linear("mlp.down_proj", H, F);
+    std::string ln1W =
+        b.param(p + "input_layernorm.weight", {H}, c.dtype, K::Ones);
+    std::string ln2W =
+        b.param(p + "post_attention_layernorm.weight", {H}, c.dtype, K::Ones);
+
+    std::string ln1 =
+        b.op("rms_norm", {x, ln1W}, p + "input_layernorm", {{"epsilon", eps}});
+    // [B,S,n*hd] -> [B,n,S,hd]: the per-head layout attention works in.
+    auto heads = [&](const std::string &w, int64_t n, const std::string &name) {
+      std::string y = b.linearT(ln1, w, p + "self_attn." + name);
+      y = b.op("reshape", {y}, p + "self_attn." + name + "_heads",
+               {{"shape", std::vector<int64_t>{B, S, n, hd}}});
+      return b.op("transpose", {y}, p + "self_attn." + name + "_t",
+                  {{"permutation", std::vector<int64_t>{0, 2, 1, 3}}});
+    };
+    auto rope = [&](const std::string &in, const std::string &name) {
+      return b.op("rotary_embedding", {in}, p + "self_attn." + name + "_rot",
+                  {{"theta", AttrValue(c.ropeTheta)}});
+    };
+    // Grouped-query attention: kv head j // group serves query head j.
+    auto repeatKv = [&](const std::string &in, const std::string &name) {
+      if (group == 1)
+        return in;
+      return b.op("repeat_interleave", {in}, p + "self_attn." + name + "_rep",
+                  {{"axis", int64_t(1)}, {"repeats", group}});
+    };
+    std::string q = rope(heads(qW, nh, "q"), "q");
+    std::string k = repeatKv(rope(heads(kW, kvh, "k"), "k"), "k");
+    std::string v = repeatKv(heads(vW, kvh, "v"), "v");
+    std::string scores =
+        b.op("matmul", {q, k}, p + "self_attn.scores", {{"transpose_b", true}});
+    std::string probs = b.op(
+        "softmax", {scores}, p + "self_attn.probs",
+        {{"causal", true}, {"scale", AttrValue(1.0 / std::sqrt((double)hd))}});
+    std::string ctx = b.op("matmul", {probs, v}, p + "self_attn.ctx");
+    ctx = b.op("transpose", {ctx}, p + "self_attn.ctx_t",
+               {{"permutation", std::vector<int64_t>{0, 2, 1, 3}}});
+    ctx = b.op("reshape", {ctx}, p + "self_attn.ctx_merged",
+               {{"shape", std::vector<int64_t>{B, S, nh * hd}}});
+    std::string attn = b.linearT(ctx, oW, p + "self_attn.out");
+    x = b.op("add", {x, attn}, p + "res_1");
+
+    std::string ln2 = b.op("rms_norm", {x, ln2W},
+                           p + "post_attention_layernorm", {{"epsilon", eps}});
+    std::string gate = b.linearT(ln2, gateW, p + "mlp.gate");
+    std::string up = b.linearT(ln2, upW, p + "mlp.up");
+    std::string act = b.op("silu_mul", {gate, up}, p + "mlp.act");
+    std::string mlp = b.linearT(act, downW, p + "mlp.out");
+    x = b.op("add", {x, mlp}, p + "out");
+  }
+
+  b.setBlock(std::nullopt, locs.model);
+  std::string normW = b.param("model.norm.weight", {H}, c.dtype, K::Ones);
+  x = b.op("rms_norm", {x, normW}, "norm", {{"epsilon", eps}});
+  std::string head = c.tieEmbeddings ? embed
+                                     : b.param("lm_head.weight", {c.vocab, H},
+                                               c.dtype, K::Normal, initStd);
+  std::string logits = b.linearT(x, head, "logits");
+  g.outputs = {b.op("cross_entropy", {logits, targets}, "loss")};
   return g;
 }
 

@@ -1,4 +1,4 @@
-//===- Presets.h - The gpt and mlp presets ----------------------*- C++ -*-===//
+//===- Presets.h - The gpt, llama and mlp presets ---------------*- C++ -*-===//
 //
 // A preset is read from its `model:` mapping and expanded into the explicit
 // graph form, so downstream code consumes one thing. Ops and params of the
@@ -24,16 +24,20 @@ struct PresetLocs {
 };
 
 /// Read the preset's keys from `model` (already known to have that family)
-/// into spec.gpt / spec.mlp. Return false after reporting errors.
+/// into spec.gpt / spec.llama / spec.mlp. Return false after reporting
+/// errors.
 bool readGptConfig(MapReader &model, ModelSpec &spec);
+bool readLlamaConfig(MapReader &model, ModelSpec &spec);
 bool readMlpConfig(MapReader &model, ModelSpec &spec);
 
 /// The graph of a preset for a batch of `batch` sequences of `rowTokens`
-/// tokens each (docs/model-spec.md describes both, value by value).
+/// tokens each (docs/model-spec.md describes each, value by value).
 /// `rowTokens` is the spec's seq_len for training; 1 builds the forward of
 /// one new position for generation (position tables keep seq_len rows).
 Graph expandGptGraph(const GptConfig &cfg, int64_t batch,
                      const PresetLocs &locs, int64_t rowTokens);
+Graph expandLlamaGraph(const LlamaConfig &cfg, int64_t batch,
+                       const PresetLocs &locs, int64_t rowTokens);
 Graph expandMlpGraph(const MlpConfig &cfg, int64_t batch,
                      const PresetLocs &locs, int64_t rowTokens);
 

@@ -4,15 +4,15 @@
 // (Shoeybi et al. 2019, "Megatron-LM"; Korthikanti et al. 2022 for sequence
 // parallelism). The pass recognises structure by dataflow, never by names:
 //
-//  - a column -> row block is a matmul with a parameter weight (the column
-//    half) whose result flows, through ops that are local along one
-//    dimension (bias, activation, reshape, transpose, split, softmax,
-//    activation x activation matmuls), into exactly one other matmul with a
-//    parameter weight (the row half). Which dimension is local is found by
-//    propagating candidate splits through the region: the contiguous split
-//    of the column output (an MLP), or one dimension of the reshape that
-//    first unfolds it (attention: [3H] -> [3, heads, head_dim], where only
-//    the heads split survives the q/k/v split and q k^T);
+//  - column -> row blocks (TensorParallelBlocks.h): one or more matmuls
+//    with parameter weights (the column half: a fused QKV projection, or
+//    separate q, k and v; an MLP's up projection, or a gated MLP's gate and
+//    up) whose results flow through local ops into exactly one other matmul
+//    with a parameter weight (the row half). Weights may be [in, out]
+//    (Conv1D) or [out, in] (nn.Linear, transpose_b). Key/value projections
+//    with fewer heads than ranks are replicated: each rank slices its kv
+//    head out of the whole (replicated) weight, whose gradient the
+//    replicate sums over the group;
 //  - the vocabulary projection is a matmul with a parameter weight whose
 //    result (after an optional parameter bias) is the cross-entropy's
 //    logits; embeddings of tables with as many rows as there are classes
@@ -29,11 +29,10 @@
 #include "dialects/strata/StrataOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "passes/partition/TensorParallelBlocks.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
-#include <numeric>
 #include <optional>
 
 namespace strata {
@@ -43,15 +42,13 @@ namespace strata {
 
 using namespace mlir;
 using namespace strata;
+using namespace strata::tensor_parallel;
 
 namespace {
 
 constexpr llvm::StringLiteral kGroup = "tp";
 constexpr llvm::StringLiteral kPassName = "strata-shard-tensor-parallel";
 constexpr llvm::StringLiteral kLayerAttr = "strata.layer";
-/// A bound on a block's local region; the presets' attention has 14 ops.
-constexpr size_t kMaxRegionOps = 128;
-
 RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
@@ -62,49 +59,11 @@ RankedTensorType withDim(RankedTensorType type, int64_t dim, int64_t size) {
   return RankedTensorType::get(shape, type.getElementType());
 }
 
-int64_t product(ArrayRef<int64_t> dims) {
-  return std::accumulate(dims.begin(), dims.end(), int64_t{1},
-                         std::multiplies<int64_t>());
+/// Copies `from`'s strata.layer (the repeated block it belongs to) to `to`.
+void copyLayer(Operation *from, Operation *to) {
+  if (Attribute layer = from->getAttr(kLayerAttr))
+    to->setAttr(kLayerAttr, layer);
 }
-
-/// The parameter behind a matmul's right operand, if it is one of rank 2.
-ParamOp weightParam(MatmulOp mm) {
-  auto param = mm.getRhs().getDefiningOp<ParamOp>();
-  if (!param || tensorType(param).getRank() != 2 || mm.getTransposeA() ||
-      tensorType(mm.getLhs()).getRank() < 2)
-    return nullptr;
-  return param;
-}
-
-/// How a value inside a block is divided among the ranks: dimension `dim` is
-/// split into `tp` equal contiguous parts. `viewed` marks the column output
-/// before the reshape that unfolds it: its last dimension is split along one
-/// dimension of the block's view, which need not be contiguous.
-struct Split {
-  int64_t dim;
-  bool viewed;
-  bool operator==(const Split &o) const {
-    return dim == o.dim && viewed == o.viewed;
-  }
-  bool operator!=(const Split &o) const { return !(*this == o); }
-};
-
-/// A column-parallel -> row-parallel block.
-struct ParallelBlock {
-  MatmulOp column, row;
-  ParamOp columnWeight, rowWeight;
-  BiasAddOp columnBiasAdd; ///< may be null
-  /// The local ops between the two matmuls, in program order.
-  SmallVector<Operation *> ops;
-  /// The column output's last dimension viewed as these dimensions; the
-  /// ranks split it along `view[viewIndex]`.
-  SmallVector<int64_t> view;
-  int64_t viewIndex = 0;
-  /// Whether the split comes from a reshape that unfolds the column output
-  /// (attention heads) rather than the contiguous split (MLP features).
-  bool unfolded = false;
-  DenseMap<Value, Split> splits;
-};
 
 /// The matmul before the loss and the embeddings of the same vocabulary.
 struct VocabParallel {
@@ -122,10 +81,7 @@ struct ShardTensorParallelPass
   void runOnOperation() override;
 
 private:
-  // Analysis.
-  LogicalResult matchBlock(MatmulOp column, ParallelBlock &block);
-  LogicalResult propagateSplits(ParallelBlock &block, bool unfolded);
-  LogicalResult checkBlockDivisibility(ParallelBlock &block);
+  // Analysis (blocks: TensorParallelBlocks.h).
   LogicalResult matchVocabProjection(MatmulOp mm, VocabParallel &vocab);
 
   // Rewriting.
@@ -133,6 +89,7 @@ private:
                    int64_t localSize, RankedTensorType localType);
   Value enterParallelRegion(Operation *user, Value input);
   void leaveBlock(MatmulOp row);
+  void rewriteColumn(ParallelBlock &block, BlockColumn &column);
   void rewriteBlock(ParallelBlock &block);
   void rewriteVocab(VocabParallel &vocab);
   LogicalResult shardSequence(func::FuncOp forward);
@@ -151,230 +108,6 @@ private:
 //===----------------------------------------------------------------------===//
 // Analysis
 //===----------------------------------------------------------------------===//
-
-/// Collects the ops between `column` and its row half. Fails (without a
-/// diagnostic: the caller tries other structures) if the dataflow is not
-/// that of a block.
-LogicalResult ShardTensorParallelPass::matchBlock(MatmulOp column,
-                                                  ParallelBlock &block) {
-  ParamOp weight = weightParam(column);
-  if (!weight || column.getTransposeB() || !weight->hasOneUse())
-    return failure();
-  block.column = column;
-  block.columnWeight = weight;
-  llvm::SetVector<Operation *> region;
-  SmallVector<Value> worklist{column.getResult()};
-  while (!worklist.empty()) {
-    Value v = worklist.pop_back_val();
-    for (OpOperand &use : v.getUses()) {
-      Operation *user = use.getOwner();
-      if (auto mm = dyn_cast<MatmulOp>(user)) {
-        if (ParamOp p = weightParam(mm); p && use.getOperandNumber() == 0) {
-          if (block.row && block.row != mm)
-            return failure();
-          block.row = mm;
-          block.rowWeight = p;
-          continue;
-        }
-      }
-      if (!isa<BiasAddOp, GeluOp, ReluOp, ScaleOp, AddOp, MulOp, SoftmaxOp,
-               ReshapeOp, TransposeOp, SplitOp, MatmulOp>(user))
-        return failure();
-      if (!region.insert(user))
-        continue;
-      if (region.size() > kMaxRegionOps)
-        return failure();
-      for (Value r : user->getResults())
-        worklist.push_back(r);
-    }
-  }
-  if (!block.row || block.row.getTransposeB() ||
-      !block.rowWeight->hasOneUse() || block.rowWeight == weight)
-    return failure();
-
-  // Every operand inside the region comes from the region, except the
-  // column bias (a parameter used nowhere else).
-  auto inRegion = [&](Value v) {
-    return v == column.getResult() || region.contains(v.getDefiningOp());
-  };
-  for (Operation *op : region) {
-    for (OpOperand &operand : op->getOpOperands()) {
-      if (inRegion(operand.get()))
-        continue;
-      auto biasAdd = dyn_cast<BiasAddOp>(op);
-      auto bias = operand.get().getDefiningOp<ParamOp>();
-      if (!biasAdd || operand.getOperandNumber() != 1 || !bias ||
-          !bias->hasOneUse() || block.columnBiasAdd)
-        return failure();
-      block.columnBiasAdd = biasAdd;
-    }
-  }
-  block.ops.assign(region.begin(), region.end());
-  llvm::sort(block.ops,
-             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-
-  if (succeeded(propagateSplits(block, /*unfolded=*/false)))
-    return success();
-  return propagateSplits(block, /*unfolded=*/true);
-}
-
-/// Propagates a split of the column output through the region and checks
-/// that every op computes its local part from local parts only. With
-/// `unfolded`, tries each dimension of the first reshape that unfolds the
-/// column output's last dimension.
-LogicalResult ShardTensorParallelPass::propagateSplits(ParallelBlock &block,
-                                                       bool unfolded) {
-  RankedTensorType columnType = tensorType(block.column.getResult());
-  int64_t columnRank = columnType.getRank();
-  SmallVector<SmallVector<int64_t>> views;
-  if (!unfolded) {
-    views.push_back({columnType.getShape().back()});
-  } else {
-    auto it = llvm::find_if(block.ops,
-                            [](Operation *op) { return isa<ReshapeOp>(op); });
-    if (it == block.ops.end())
-      return failure();
-    ArrayRef<int64_t> out = tensorType((*it)->getResult(0)).getShape();
-    ArrayRef<int64_t> in = tensorType((*it)->getOperand(0)).getShape();
-    if (in.size() != static_cast<size_t>(columnRank) ||
-        out.size() <= in.size() ||
-        out.take_front(in.size() - 1) != in.drop_back())
-      return failure();
-    views.push_back(SmallVector<int64_t>(out.drop_front(in.size() - 1)));
-  }
-
-  for (int64_t index = 0, e = views[0].size(); index < e; ++index) {
-    block.view = views[0];
-    block.viewIndex = index;
-    block.unfolded = unfolded;
-    DenseMap<Value, Split> &splits = block.splits;
-    splits.clear();
-    Split columnSplit{columnRank - 1, unfolded};
-    splits[block.column.getResult()] = columnSplit;
-    auto splitOf = [&](Value v) -> std::optional<Split> {
-      auto it = splits.find(v);
-      return it == splits.end() ? std::nullopt
-                                : std::optional<Split>(it->second);
-    };
-    bool ok = true;
-    for (Operation *op : block.ops) {
-      std::optional<Split> in = splitOf(op->getOperand(0));
-      if (!in) {
-        ok = false;
-        break;
-      }
-      int64_t rank = tensorType(op->getOperand(0)).getRank();
-      std::optional<Split> out =
-          llvm::TypeSwitch<Operation *, std::optional<Split>>(op)
-              .Case<GeluOp, ReluOp, ScaleOp>([&](auto) { return in; })
-              .Case([&](BiasAddOp) -> std::optional<Split> {
-                // Only the column bias, on the column output's layout, is
-                // split with the column weight's view.
-                if (op->getOperand(0).getType() != columnType ||
-                    *in != columnSplit)
-                  return std::nullopt;
-                return in;
-              })
-              .Case<AddOp, MulOp>([&](auto) -> std::optional<Split> {
-                if (splitOf(op->getOperand(1)) != in)
-                  return std::nullopt;
-                return in;
-              })
-              .Case([&](SoftmaxOp s) -> std::optional<Split> {
-                int64_t reduced = s.getCausal() ? rank - 2 : rank - 1;
-                if (in->viewed || in->dim >= reduced)
-                  return std::nullopt;
-                return in;
-              })
-              .Case([&](TransposeOp t) -> std::optional<Split> {
-                if (in->viewed)
-                  return std::nullopt;
-                ArrayRef<int64_t> perm = t.getPermutation();
-                auto it = llvm::find(perm, in->dim);
-                return Split{static_cast<int64_t>(it - perm.begin()), false};
-              })
-              .Case([&](SplitOp s) -> std::optional<Split> {
-                if (in->viewed || s.getNormalizedAxis() == in->dim)
-                  return std::nullopt;
-                return in;
-              })
-              .Case([&](MatmulOp mm) -> std::optional<Split> {
-                // Both operands split along the same batch dimension.
-                if (in->viewed || splitOf(mm.getRhs()) != in ||
-                    tensorType(mm.getRhs()).getRank() != rank ||
-                    in->dim >= rank - 2)
-                  return std::nullopt;
-                return in;
-              })
-              .Case([&](ReshapeOp r) -> std::optional<Split> {
-                ArrayRef<int64_t> inShape = tensorType(r.getInput()).getShape();
-                ArrayRef<int64_t> outShape = tensorType(r).getShape();
-                if (in->viewed) {
-                  // The unfolding reshape: exactly the block's view.
-                  if (outShape.size() !=
-                          inShape.size() - 1 + block.view.size() ||
-                      outShape.take_front(inShape.size() - 1) !=
-                          inShape.drop_back() ||
-                      outShape.drop_front(inShape.size() - 1) !=
-                          ArrayRef<int64_t>(block.view))
-                    return std::nullopt;
-                  return Split{static_cast<int64_t>(inShape.size()) - 1 +
-                                   block.viewIndex,
-                               false};
-                }
-                // A contiguous split of dimension d is the contiguous split
-                // of every dimension d' with the same elements before it:
-                // both select the same range of the row-major middle.
-                int64_t before = product(inShape.take_front(in->dim));
-                for (int64_t d = 0, e = outShape.size(); d < e; ++d)
-                  if (outShape[d] != 1 &&
-                      product(outShape.take_front(d)) == before)
-                    return Split{d, false};
-                return std::nullopt;
-              })
-              .Default([&](Operation *) { return std::nullopt; });
-      if (!out) {
-        ok = false;
-        break;
-      }
-      for (Value r : op->getResults())
-        splits[r] = *out;
-    }
-    // The row half contracts over the split dimension.
-    std::optional<Split> rowIn = splitOf(block.row.getLhs());
-    if (ok && rowIn && !rowIn->viewed &&
-        rowIn->dim == tensorType(block.row.getLhs()).getRank() - 1)
-      return success();
-  }
-  return failure();
-}
-
-LogicalResult
-ShardTensorParallelPass::checkBlockDivisibility(ParallelBlock &block) {
-  int64_t parts = block.view[block.viewIndex];
-  auto fail = [&](int64_t size) {
-    InFlightDiagnostic diag = block.column.emitError();
-    diag << kPassName << ": tp=" << static_cast<int64_t>(tp)
-         << " does not divide ";
-    if (block.unfolded)
-      diag << "the " << parts << " attention heads of this block";
-    else
-      diag << "the " << parts << " hidden features (ffn_hidden) of this block";
-    if (size != parts)
-      diag << " (a dimension of size " << size << " in its local ops)";
-    diag << "; choose a tp that divides it";
-    return failure();
-  };
-  if (parts % tp != 0)
-    return fail(parts);
-  for (auto &[value, split] : block.splits) {
-    int64_t size = split.viewed ? product(block.view)
-                                : tensorType(value).getDimSize(split.dim);
-    if (size % tp != 0)
-      return fail(size);
-  }
-  return success();
-}
 
 LogicalResult
 ShardTensorParallelPass::matchVocabProjection(MatmulOp mm,
@@ -483,33 +216,101 @@ void ShardTensorParallelPass::leaveBlock(MatmulOp row) {
     sequenceSeeds.push_back(done);
 }
 
-void ShardTensorParallelPass::rewriteBlock(ParallelBlock &block) {
-  RankedTensorType columnType = tensorType(block.column.getResult());
-  int64_t n = columnType.getShape().back(), nLocal = n / tp;
-  int64_t parts = block.view[block.viewIndex];
-
-  RankedTensorType wType = tensorType(block.columnWeight);
-  SmallVector<int64_t> wView{wType.getDimSize(0)};
-  wView.append(block.view);
-  shardParam(block.columnWeight, wView, 1 + block.viewIndex, parts / tp,
-             withDim(wType, 1, nLocal));
-  if (block.columnBiasAdd) {
-    auto bias = block.columnBiasAdd.getBias().getDefiningOp<ParamOp>();
-    shardParam(bias, block.view, block.viewIndex, parts / tp,
-               withDim(tensorType(bias), 0, nLocal));
+/// Shards a column's weight (and bias) by its view's split dimension, or,
+/// for a selected column (replicated kv heads), makes it read this rank's
+/// group out of the whole weight, replicated so that the ranks' partial
+/// gradients are summed.
+void ShardTensorParallelPass::rewriteColumn(ParallelBlock &block,
+                                            BlockColumn &column) {
+  OpBuilder &b = *builder;
+  MatmulOp mm = column.matmul;
+  int64_t n = tensorType(mm.getResult()).getShape().back();
+  int64_t groups = column.groups(block.viewIndex);
+  // nn.Linear weights ([out, in], transpose_b) split their rows.
+  bool outFirst = mm.getTransposeB();
+  int64_t outAxis = outFirst ? 0 : 1;
+  RankedTensorType wType = tensorType(column.weight);
+  auto bias = column.biasAdd ? column.biasAdd.getBias().getDefiningOp<ParamOp>()
+                             : ParamOp();
+  if (!column.select) {
+    int64_t nLocal = n / tp;
+    SmallVector<int64_t> wView;
+    if (!outFirst)
+      wView.push_back(wType.getDimSize(0));
+    wView.append(column.view);
+    if (outFirst)
+      wView.push_back(wType.getDimSize(1));
+    shardParam(column.weight, wView, (outFirst ? 0 : 1) + block.viewIndex,
+               groups / tp, withDim(wType, outAxis, nLocal));
+    if (bias)
+      shardParam(bias, column.view, block.viewIndex, groups / tp,
+                 withDim(tensorType(bias), 0, nLocal));
+    return;
   }
+  // This rank's query heads all use kv head `group`.
+  int64_t nLocal = n / groups;
+  int64_t group = tpRank * groups / tp;
+  auto sliceOfReplicated = [&](ParamOp param, int64_t axis) -> Value {
+    b.setInsertionPoint(mm);
+    auto rep = b.create<ReplicateOp>(param.getLoc(), param.getResult(),
+                                     b.getStringAttr(kGroup));
+    copyLayer(mm, rep);
+    if (groups == 1) // one kv head: every rank reads all of it
+      return rep.getResult();
+    auto slice = b.create<SliceOp>(
+        param.getLoc(), rep.getResult(), b.getI64IntegerAttr(axis),
+        b.getI64IntegerAttr(group * nLocal), b.getI64IntegerAttr(nLocal));
+    copyLayer(mm, slice);
+    return slice.getResult();
+  };
+  mm.getRhsMutable().set(sliceOfReplicated(column.weight, outAxis));
+  if (bias)
+    column.biasAdd.getBiasMutable().set(sliceOfReplicated(bias, 0));
+}
+
+void ShardTensorParallelPass::rewriteBlock(ParallelBlock &block) {
+  // Output widths before anything is retyped.
+  SmallVector<int64_t> widths;
+  for (BlockColumn &column : block.columns)
+    widths.push_back(tensorType(column.matmul.getResult()).getShape().back());
+  for (BlockColumn &column : block.columns)
+    rewriteColumn(block, column);
+  // The row contracts over its weight's input dimension.
   RankedTensorType rType = tensorType(block.rowWeight);
-  int64_t kLocal = rType.getDimSize(0) / tp;
-  shardParam(block.rowWeight, rType.getShape(), 0, kLocal,
-             withDim(rType, 0, kLocal));
+  int64_t inAxis = block.row.getTransposeB() ? 1 : 0;
+  int64_t kLocal = rType.getDimSize(inAxis) / tp;
+  shardParam(block.rowWeight, rType.getShape(), inAxis, kLocal,
+             withDim(rType, inAxis, kLocal));
 
   for (auto &[value, split] : block.splits) {
     RankedTensorType type = tensorType(value);
-    int64_t size = split.viewed ? nLocal : type.getDimSize(split.dim) / tp;
+    BlockColumn &column = block.columnOf(split);
+    int64_t parts = split.select ? column.groups(block.viewIndex) : tp;
+    int64_t size = split.viewed ? widths[split.column] / parts
+                                : type.getDimSize(split.dim) / parts;
     value.setType(withDim(type, split.dim, size));
   }
-  block.column.getLhsMutable().set(
-      enterParallelRegion(block.column, block.column.getLhs()));
+  // A rank repeats its kv heads for its own query heads only (one query
+  // head per kv head: no repetition left).
+  for (Operation *op : block.ops)
+    if (auto repeat = dyn_cast<RepeatInterleaveOp>(op)) {
+      int64_t axis = repeat.getNormalizedAxis();
+      int64_t repeats = tensorType(repeat.getResult()).getDimSize(axis) /
+                        tensorType(repeat.getInput()).getDimSize(axis);
+      repeat.setRepeats(repeats);
+      if (repeats == 1) {
+        repeat.getResult().replaceAllUsesWith(repeat.getInput());
+        repeat.erase();
+      }
+    }
+  // One entry into the parallel region per distinct input of the columns.
+  DenseMap<Value, Value> entered;
+  for (BlockColumn &column : block.columns) {
+    Value &in = entered[column.matmul.getLhs()];
+    if (!in)
+      in = enterParallelRegion(column.matmul, column.matmul.getLhs());
+    column.matmul.getLhsMutable().set(in);
+  }
   leaveBlock(block.row);
 }
 
@@ -619,20 +420,21 @@ LogicalResult ShardTensorParallelPass::shardSequence(func::FuncOp forward) {
               return llvm::all_of(op->getOperands(),
                                   [&](Value v) { return sharded.contains(v); });
             })
-            .Case<LayerNormOp, BiasAddOp>([&](auto) {
+            .Case<LayerNormOp, RmsNormOp, BiasAddOp>([&](auto) {
               if (!sharded.contains(op->getOperand(0)))
                 return false;
               for (OpOperand &operand : llvm::drop_begin(op->getOpOperands()))
                 operand.set(replicate(operand.get()));
               return true;
             })
-            .Case<GeluOp, ReluOp, ScaleOp>([&](auto) { return true; })
+            .Case<GeluOp, ReluOp, SiluOp, ScaleOp>([&](auto) { return true; })
             .Default([&](Operation *) { return false; });
     if (!ok)
       return op->emitError()
              << kPassName << ": with sp=true this op would run on sequence "
              << "shards, but only token-wise ops (add, mul, layer_norm, "
-             << "bias_add, activations) can; turn sp off for this model";
+             << "rms_norm, bias_add, activations) can; turn sp off for this "
+             << "model";
     for (Value r : op->getResults()) {
       RankedTensorType type = tensorType(r);
       if (type.getRank() <= seqAxis || type.getDimSize(seqAxis) != seqLen)
@@ -679,10 +481,11 @@ void ShardTensorParallelPass::runOnOperation() {
     if (covered.contains(mm) || !mm.getRhs().getDefiningOp<ParamOp>())
       continue;
     ParallelBlock block;
-    if (succeeded(matchBlock(mm, block))) {
-      if (failed(checkBlockDivisibility(block)))
+    if (succeeded(matchBlock(mm, tp, block))) {
+      if (failed(checkBlockDivisibility(block, tp, kPassName)))
         return signalPassFailure();
-      covered.insert(block.column);
+      for (BlockColumn &column : block.columns)
+        covered.insert(column.matmul);
       covered.insert(block.row);
       blocks.push_back(std::move(block));
       continue;
@@ -699,15 +502,15 @@ void ShardTensorParallelPass::runOnOperation() {
                    << "\" is neither half of a column-parallel -> "
                       "row-parallel block nor the vocabulary projection "
                       "before the loss; tensor parallelism supports models "
-                      "with the gpt and mlp presets' structure";
+                      "with the gpt, llama and mlp presets' structure";
     return signalPassFailure();
   }
   if (!vocab) {
     forward.emitError() << kPassName
                         << ": found no vocabulary projection (a matmul with a "
                            "parameter feeding strata.cross_entropy); tensor "
-                           "parallelism supports models with the gpt and mlp "
-                           "presets' structure";
+                           "parallelism supports models with the gpt, llama "
+                           "and mlp presets' structure";
     return signalPassFailure();
   }
   // Embeddings of the vocabulary: tables with one row per class.

@@ -158,6 +158,7 @@ private:
   /// mean over micro-batches (0 off the loss ranks).
   double runBatch(SequenceKind microbatch, SequenceKind last,
                   SequenceKind schedule, const ExecContext &ctx);
+  /// Fails unless `file` holds exactly the `expected` tensors.
   void checkWeightsFile(const class SafeTensorsFile &file,
                         const std::vector<std::string> &expected) const;
   void loadParamValue(const ParamDesc &param, const std::vector<float> &global,

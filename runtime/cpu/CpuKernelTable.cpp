@@ -146,6 +146,45 @@ void runCeVpBwd(const B &b, const C &) {
   ceVpBwd(b.f32(0), b.i32(1), b.f32(2), b.f32(3), b.elements[0] / n, n,
           b.attr(1), b.attr(2), float(b.fattr(0)));
 }
+// Llama family.
+void runRmsNormFwd(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  rmsNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.elements[0] / n, n,
+             float(b.fattr(0)));
+}
+void runRmsNormBwd(const B &b, const C &) {
+  int64_t n = b.attr(0);
+  rmsNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+             b.elements[0] / n, n);
+}
+void runRotary(const B &b, bool inverse) {
+  int64_t seq = b.attr(0), dim = b.attr(1);
+  rotary(b.f32(0), b.f32(1), b.elements[0] / (seq * dim), seq, dim, b.fattr(0),
+         inverse);
+}
+void runRotaryFwd(const B &b, const C &) { runRotary(b, false); }
+void runRotaryBwd(const B &b, const C &) { runRotary(b, true); }
+void runSiluFwd(const B &b, const C &) {
+  siluFwd(b.f32(0), b.f32(1), b.elements[0]);
+}
+void runSiluBwd(const B &b, const C &) {
+  siluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+}
+void runSiluMulFwd(const B &b, const C &) {
+  siluMulFwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+}
+void runSiluMulBwd(const B &b, const C &) {
+  siluMulBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.elements[0]);
+}
+void runRepeatInterleave(const B &b, const C &) {
+  repeatInterleave(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
+                   b.attr(3));
+}
+void runRepeatInterleaveBwd(const B &b, const C &) {
+  repeatInterleaveBwd(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
+                      b.attr(3));
+}
+
 void runGradSumSq(const B &b, const C &) {
   double total = 0.0;
   for (size_t i = 1; i < b.operands.size(); ++i)
@@ -275,6 +314,17 @@ constexpr Entry kEntries[] = {
     {Opcode::CeVpSumExp, runCeVpSumExp},
     {Opcode::CeVpLoss, runCeVpLoss},
     {Opcode::CeVpBwd, runCeVpBwd},
+    // Llama family.
+    {Opcode::RmsNormFwd, runRmsNormFwd},
+    {Opcode::RmsNormBwd, runRmsNormBwd},
+    {Opcode::RotaryFwd, runRotaryFwd},
+    {Opcode::RotaryBwd, runRotaryBwd},
+    {Opcode::SiluFwd, runSiluFwd},
+    {Opcode::SiluBwd, runSiluBwd},
+    {Opcode::SiluMulFwd, runSiluMulFwd},
+    {Opcode::SiluMulBwd, runSiluMulBwd},
+    {Opcode::RepeatInterleave, runRepeatInterleave},
+    {Opcode::RepeatInterleaveBwd, runRepeatInterleaveBwd},
     {Opcode::GradSumSq, runGradSumSq},
     {Opcode::ClipGrads, runClipGrads},
     {Opcode::SgdStep, runSgdStep},

@@ -147,6 +147,40 @@ void adamwStep(float *param, const float *grad, float *expAvg, float *expAvgSq,
                int64_t n, double lr, double beta1, double beta2, double eps,
                double weightDecay, int64_t step);
 
+// Llama family (LlamaKernels.cpp; the per-element math is in
+// runtime/kernels/, shared with GPU backends).
+
+/// Over rows of length n: rstd = 1 / sqrt(mean(x^2) + eps), out = x * rstd *
+/// weight. Saves rstd.
+void rmsNormFwd(const float *x, const float *weight, float *out, float *rstd,
+                int64_t rows, int64_t n, float eps);
+/// dx is overwritten; dweight accumulates.
+void rmsNormBwd(const float *dy, const float *x, const float *weight,
+                const float *rstd, float *dx, float *dweight, int64_t rows,
+                int64_t n);
+
+/// x viewed as [outer, seq, dim]: feature pairs (i, i + dim/2) at position p
+/// rotated by +-p * theta^(-2i/dim) (`inverse` negates the angle: the
+/// backward pass). `out` may be the same array as `x`.
+void rotary(const float *x, float *out, int64_t outer, int64_t seq, int64_t dim,
+            double theta, bool inverse);
+
+/// out = x * sigmoid(x); dx = dy * silu'(x).
+void siluFwd(const float *x, float *out, int64_t n);
+void siluBwd(const float *x, const float *dy, float *dx, int64_t n);
+/// out = silu(gate) * up; dgate = dy * up * silu'(gate), dup = dy *
+/// silu(gate).
+void siluMulFwd(const float *gate, const float *up, float *out, int64_t n);
+void siluMulBwd(const float *gate, const float *up, const float *dy,
+                float *dgate, float *dup, int64_t n);
+
+/// x as [outer, n, inner] -> out [outer, n * repeats, inner], each of the n
+/// entries repeated in place; the backward sums each group of repeats.
+void repeatInterleave(const float *x, float *out, int64_t outer, int64_t n,
+                      int64_t repeats, int64_t inner);
+void repeatInterleaveBwd(const float *dy, float *dx, int64_t outer, int64_t n,
+                         int64_t repeats, int64_t inner);
+
 } // namespace strata::rt::cpu
 
 #endif // STRATA_RUNTIME_CPU_KERNELS_H

@@ -191,6 +191,48 @@ bool verifyCeVpBwd(VerifyContext &ctx) {
          ctx.expectIntRange(1, 0, kMaxDim) && verifyValidColumns(ctx, 2);
 }
 
+// Llama family.
+bool verifyRmsNormFwd(VerifyContext &ctx) {
+  return verifyRows(ctx, {2}, {3}, {1});
+}
+bool verifyRmsNormBwd(VerifyContext &ctx) {
+  return verifyRows(ctx, {1, 4}, {3}, {2, 5});
+}
+/// rotary_fwd/bwd: x viewed as [outer, seq, dim], dim even.
+bool verifyRotary(VerifyContext &ctx) {
+  if (!ctx.expectIntRange(0, 1, kMaxDim) || !ctx.expectIntRange(1, 2, kMaxDim))
+    return false;
+  int64_t seq = attr(ctx, 0), dim = attr(ctx, 1);
+  int64_t block = product({seq, dim});
+  int64_t total = ctx.operands[0]->numElements();
+  if (dim % 2 != 0 || block < 0 || total % block != 0) {
+    ctx.error = "rotary needs x [..., seq, dim] with an even dim; '" +
+                ctx.operands[0]->name + "' has " + std::to_string(total) +
+                " elements for seq " + std::to_string(seq) + ", dim " +
+                std::to_string(dim);
+    return false;
+  }
+  return ctx.expectElements(1, total);
+}
+/// repeat_interleave(_bwd): [outer, n, inner] <-> [outer, n * repeats,
+/// inner]; ints = [outer, n, repeats, inner].
+bool verifyRepeatInterleave(VerifyContext &ctx, bool backward) {
+  for (size_t i = 0; i < 4; ++i)
+    if (!ctx.expectIntRange(i, 1, kMaxDim))
+      return false;
+  int64_t small = product({attr(ctx, 0), attr(ctx, 1), attr(ctx, 3)});
+  int64_t big =
+      product({attr(ctx, 0), attr(ctx, 1), attr(ctx, 2), attr(ctx, 3)});
+  return ctx.expectElements(0, backward ? big : small) &&
+         ctx.expectElements(1, backward ? small : big);
+}
+bool verifyRepeatFwd(VerifyContext &ctx) {
+  return verifyRepeatInterleave(ctx, false);
+}
+bool verifyRepeatBwd(VerifyContext &ctx) {
+  return verifyRepeatInterleave(ctx, true);
+}
+
 bool verifyTranspose(VerifyContext &ctx) {
   const auto &ints = ctx.inst.ints;
   if (ints.empty() || ints[0] < 1 || ints[0] > 5) {
@@ -443,6 +485,17 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::CeVpSumExp, "ce_vp_sumexp", {{"logits", In, F32}, {"targets", In, I32}, {"rowmax", In, F32}, {"stats", Out, F32}}, false, {"n", "vocab_start", "valid"}, false, {}, false, verifyCeVpSumExp});
   add({Opcode::CeVpLoss, "ce_vp_loss", {{"rowmax", In, F32}, {"stats", In, F32}, {"loss", Out, F32}, {"lse", Out, F32}}, false, {"rows"}, false, {}, false, verifyCeVpLoss});
   add({Opcode::CeVpBwd, "ce_vp_bwd", {{"logits", In, F32}, {"targets", In, I32}, {"lse", In, F32}, {"dlogits", Out, F32}}, false, {"n", "vocab_start", "valid"}, false, {"scale"}, true, verifyCeVpBwd});
+  // Llama family.
+  add({Opcode::RmsNormFwd, "rms_norm_fwd", {{"x", In, F32}, {"weight", In, F32}, {"out", Out, F32}, {"rstd", Out, F32}}, false, {"n"}, false, {"eps"}, false, verifyRmsNormFwd});
+  add({Opcode::RmsNormBwd, "rms_norm_bwd", {{"dy", In, F32}, {"x", In, F32}, {"weight", In, F32}, {"rstd", In, F32}, {"dx", Out, F32}, {"dweight", InOut, F32}}, false, {"n"}, false, {}, false, verifyRmsNormBwd});
+  add({Opcode::RotaryFwd, "rotary_fwd", {{"x", In, F32}, {"out", Out, F32}}, false, {"seq", "dim"}, false, {"theta"}, true, verifyRotary});
+  add({Opcode::RotaryBwd, "rotary_bwd", {{"dy", In, F32}, {"dx", Out, F32}}, false, {"seq", "dim"}, false, {"theta"}, true, verifyRotary});
+  add({Opcode::SiluFwd, "silu_fwd", {{"x", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::SiluBwd, "silu_bwd", {{"x", In, F32}, {"dy", In, F32}, {"dx", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::SiluMulFwd, "silu_mul_fwd", {{"gate", In, F32}, {"up", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::SiluMulBwd, "silu_mul_bwd", {{"gate", In, F32}, {"up", In, F32}, {"dy", In, F32}, {"dgate", Out, F32}, {"dup", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::RepeatInterleave, "repeat_interleave", {{"x", In, F32}, {"out", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatFwd});
+  add({Opcode::RepeatInterleaveBwd, "repeat_interleave_bwd", {{"dy", In, F32}, {"dx", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatBwd});
   add({Opcode::KvAttention, "kv_attention", {{"q", In, F32}, {"k", In, F32}, {"v", In, F32}, {"k_cache", InOut, F32}, {"v_cache", InOut, F32}, {"out", Out, F32}}, false, {"batch", "heads", "kv_heads", "max_len", "head_dim"}, false, {"scale"}, false, verifyKvAttention});
   add({Opcode::GradSumSq, "grad_sumsq", {{"out", Out, F64}, {"grads", In, F32}}, true, {}, false, {}, false, verifyScalarFirst});
   add({Opcode::ClipGrads, "clip_grads", {{"sumsq", In, F64}, {"grads", InOut, F32}}, true, {}, false, {"max_norm"}, false, verifyScalarFirst});

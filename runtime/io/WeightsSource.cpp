@@ -39,15 +39,19 @@ void checkNames(const std::string &source,
             "model spec).");
 }
 
-/// Hugging Face GPT-2's causal-mask buffers (`h.N.attn.bias` [1,1,n,n],
-/// `h.N.attn.masked_bias`): module state, rebuilt by the model.
-bool isAttentionMaskBuffer(const std::string &name) {
+/// Module state that Hugging Face checkpoints carry beside the weights and
+/// the model rebuilds: GPT-2's causal-mask buffers (`h.N.attn.bias`
+/// [1,1,n,n], `h.N.attn.masked_bias`) and Llama's rotary frequencies
+/// (`model.layers.N.self_attn.rotary_emb.inv_freq`, which the rotary op
+/// computes from rope_theta).
+bool isModelBuffer(const std::string &name) {
   auto endsWith = [&](const std::string &suffix) {
     return name.size() >= suffix.size() &&
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
                0;
   };
-  return endsWith(".attn.bias") || endsWith(".attn.masked_bias");
+  return endsWith(".attn.bias") || endsWith(".attn.masked_bias") ||
+         endsWith(".rotary_emb.inv_freq");
 }
 
 } // namespace
@@ -89,7 +93,7 @@ WeightsSource WeightsSource::open(const std::string &path,
         fail(path, ": holds '", name,
              "' twice (with and without the 'transformer.' prefix)");
       w.found_[name] = &t;
-    } else if (isAttentionMaskBuffer(name)) {
+    } else if (isModelBuffer(name)) {
       continue;
     } else if (name == "lm_head.weight" && params.count("wte.weight")) {
       lmHead = &t;

@@ -15,6 +15,16 @@ ctest can run them side by side:
 
   data      dp=2 with zero 0/1/2/3, dp=2 x tp=2, dp=2 x pp=2
   model     tp=2, tp=2 sp, pp=2 1f1b/gpipe/interleaved(vpp=2), tp=2 x pp=2
+  llama     a 4-layer llama (grouped-query attention: 4 query heads, 2 kv
+            heads; untied head; vocab 255) on one rank and under dp=2 ZeRO-2
+            and ZeRO-3,
+            tp=2 (kv heads split), tp=4 sp (kv heads replicated), pp=2 1f1b
+            with full recomputation, pp=2 interleaved, dp=2 x tp=2 sp ZeRO-1
+            with selective recomputation, tp=2 x pp=2; the tp=4 run's
+            per-rank checkpoint reassembles to the one-rank weights under
+            the Hugging Face names; --init skips HF's rotary inv_freq
+            buffers, loads BF16 files exactly and still rejects other extra
+            tensors.
   runtime   the mlp preset with vocab 255 (padded rows under tp=2) on dp=2,
             tp=2 and dp=2 x tp=2; --save/--resume across ranks (10 steps vs
             5 + 5, digit for digit, final rank files byte-identical) for
@@ -37,7 +47,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import CRASH_MARKERS, CommandFailed, Session, latest, read_log  # noqa: E402
 
-GROUPS = ("data", "model", "runtime")
+GROUPS = ("data", "model", "runtime", "llama")
 
 
 def take_groups():
@@ -91,11 +101,31 @@ MLP_SPEC = {
         "grad_clip": 0.166, "seed": 11}}
 
 
-def plan(batch, dp=1, tp=1, pp=1, vpp=1, mb=2, schedule="1f1b", zero=0, sp=False):
+# Llama: 4 query heads sharing 2 kv heads, so tp=2 splits the kv heads and
+# tp=4 replicates them; vocab 255 pads under tp; rotary theta small enough
+# that every position's angles differ visibly.
+LLAMA_BATCH = 8
+LLAMA_CLIP = 1.0
+LLAMA_SPEC = {
+    "model": {"family": "llama", "vocab": 255, "seq_len": 32, "hidden": 32,
+              "heads": 4, "kv_heads": 2, "layers": 4, "ffn_hidden": 64,
+              "rope_theta": 500.0, "norm_eps": 1.0e-5, "tie_embeddings": False,
+              "dtype": "float32"},
+    "training": {
+        "global_batch": LLAMA_BATCH, "micro_batch": 2,
+        "optimizer": {"kind": "adamw", "lr": 3.0e-3, "betas": [0.9, 0.95],
+                      "eps": 1.0e-8, "weight_decay": 0.1},
+        "schedule": {"kind": "cosine", "warmup_steps": 3, "total_steps": STEPS,
+                     "min_lr": 3.0e-4},
+        "grad_clip": LLAMA_CLIP, "seed": 7}}
+
+
+def plan(batch, dp=1, tp=1, pp=1, vpp=1, mb=2, schedule="1f1b", zero=0, sp=False,
+         recompute="none"):
     """Every pin the planner accepts, so that nothing is left to choose."""
     return {"dp": dp, "tp": tp, "pp": pp, "vpp": vpp, "micro_batch": mb,
             "num_microbatches": batch // (dp * mb), "schedule": schedule,
-            "zero": zero, "recompute": "none", "sp": "true" if sp else "false"}
+            "zero": zero, "recompute": recompute, "sp": "true" if sp else "false"}
 
 
 def ranks_of(pins):
@@ -186,12 +216,15 @@ class Baseline:
         return [r["grad_norm"] for r in read_log(self.one_log)]
 
 
-def equivalence(base, label, pins):
-    """Trains `pins` on its ranks; holds it to the one-rank run and torch."""
+def equivalence(base, label, pins, save=None):
+    """Trains `pins` on its ranks; holds it to the one-rank run and torch.
+    With `save`, the run also writes its final checkpoint there."""
     name = f"{base.name}-{label}"
     binary, _ = compile_plan(name, base.spec, pins)
     log = S.path(f"{name}.jsonl")
-    mpirun(ranks_of(pins), binary, [*base.data, "--steps", STEPS, "--log", log])
+    extra = ["--save", save] if save else []
+    mpirun(ranks_of(pins), binary,
+           [*base.data, "--steps", STEPS, "--log", log, *extra])
     steps = [r["step"] for r in read_log(log)]
     S.check(steps == list(range(1, STEPS + 1)), f"{name}: rank 0 logged steps 1..{STEPS}",
             f"got {steps}")
@@ -516,9 +549,97 @@ def runtime_group():
                "pp2 dead rank", bins["pp2"][0])
 
 
+def hf_buffers(base):
+    """A Hugging Face Llama checkpoint may carry each layer's rotary
+    inv_freq buffer: --init skips it (the first step's loss is the plain
+    file's, digit for digit), but any other unknown tensor is an error."""
+    tensors, _ = safetensors_io.load(base.init)
+    head_dim = LLAMA_SPEC["model"]["hidden"] // LLAMA_SPEC["model"]["heads"]
+    theta = LLAMA_SPEC["model"]["rope_theta"]
+    inv_freq = (1.0 / theta ** (np.arange(0, head_dim, 2) / head_dim)).astype(np.float32)
+    with_buffers = dict(tensors)
+    for i in range(LLAMA_SPEC["model"]["layers"]):
+        with_buffers[f"model.layers.{i}.self_attn.rotary_emb.inv_freq"] = inv_freq
+    hf = S.path("llama.hf-buffers.safetensors")
+    safetensors_io.save(hf, with_buffers, metadata={"format": "pt"})
+    one = S.path("llama.one-hf")
+    S.run([S.strata, "compile", base.spec, "--cluster", "local:1", "-o", one])
+
+    def first_loss(init, name):
+        log = S.path(f"llama.{name}.jsonl")
+        S.run([one, "--init", init, "--data", base.tokens, "--steps", 1, "--log", log])
+        return read_log(log, raw=True)[0]["loss"]
+    got = first_loss(hf, "hf-buffers")
+    want = read_log(base.one_log, raw=True)[0]["loss"]
+    S.check(got == want, "llama: --init with HF rotary_emb.inv_freq buffers "
+            "trains like the plain file (step 1 loss digit for digit)",
+            f"{got} vs {want}")
+    # Hugging Face ships Llama weights in bfloat16 (buffers included): such a
+    # file loads exactly, as the same values in float32 do.
+    bf16 = S.path("llama.hf-bf16.safetensors")
+    safetensors_io.save(bf16, with_buffers, metadata={"format": "pt"}, dtype="BF16")
+    widened, _ = safetensors_io.load(bf16)
+    f32 = S.path("llama.hf-bf16-as-f32.safetensors")
+    safetensors_io.save(f32, widened, metadata={"format": "pt"})
+    got, want = first_loss(bf16, "hf-bf16"), first_loss(f32, "hf-bf16-as-f32")
+    S.check(got == want, "llama: a BF16 Hugging Face-style file loads exactly "
+            "(step 1 loss equals the float32 file of its values)", f"{got} vs {want}")
+    extra = dict(tensors)
+    extra["model.layers.0.self_attn.q_proj.bias"] = np.zeros(32, np.float32)
+    bad = S.path("llama.extra.safetensors")
+    safetensors_io.save(bad, extra, metadata={"format": "pt"})
+    proc = S.run([one, "--init", bad, "--data", base.tokens, "--steps", 1],
+                 expect_ok=False)
+    S.check(proc.returncode != 0 and "Not in the model: "
+            "'model.layers.0.self_attn.q_proj.bias'" in proc.stderr,
+            "llama: --init still rejects a tensor that is not a parameter "
+            "or an HF buffer", proc.stderr)
+
+
+def llama_group():
+    base = {}
+
+    def baseline():
+        b = Baseline("llama", LLAMA_SPEC, 9, ["--num-tokens", "12000", "--pattern",
+                                              "learnable", "--token-seed", "3"])
+        norms = b.norms()
+        S.check(any(n > LLAMA_CLIP for n in norms) and any(n < LLAMA_CLIP for n in norms),
+                f"llama: clipping is active in some steps, not all (grad_clip {LLAMA_CLIP})",
+                f"grad_norms {norms}")
+        base.update(b=b)
+    S.case("llama 4 layers: HF-named inputs, one-rank run, torch reference", baseline)
+    if not base:
+        return
+    b = base["b"]
+    S.case("llama --init with Hugging Face buffers", hf_buffers, b)
+    for label, pins in [
+            ("dp2-zero2", plan(LLAMA_BATCH, dp=2, zero=2)),
+            ("dp2-zero3", plan(LLAMA_BATCH, dp=2, zero=3)),
+            ("tp2-kv-split", plan(LLAMA_BATCH, tp=2)),
+            ("pp2-1f1b-recompute-full", plan(LLAMA_BATCH, pp=2, recompute="full")),
+            ("pp2-interleaved-vpp2", plan(LLAMA_BATCH, pp=2, vpp=2,
+                                          schedule="interleaved")),
+            ("dp2xtp2-sp-zero1-selective", plan(LLAMA_BATCH, dp=2, tp=2, sp=True,
+                                                zero=1, recompute="selective")),
+            ("tp2xpp2-sp", plan(LLAMA_BATCH, tp=2, pp=2, sp=True))]:
+        S.case(f"llama {label}", equivalence, b, label, pins)
+    ckpt = S.path("llama-tp4.ckpt")
+    pins = plan(LLAMA_BATCH, tp=4, sp=True)
+    done = {}
+    S.case("llama tp4-sp-kv-replicated (saves its checkpoint)",
+           lambda: done.update(ok=equivalence(b, "tp4-sp-kv-replicated", pins,
+                                              save=ckpt)))
+    if done:
+        with open(os.path.join(ckpt, "index.json")) as f:
+            plan_text = json.load(f).get("plan")
+        S.case("llama tp4 per-rank checkpoint: HF names, global shapes, the "
+               "one-rank weights", checkpoint_layout, b, ckpt, plan_text, 4)
+
+
 def main():
     for g in SELECTED:
-        {"data": data_group, "model": model_group, "runtime": runtime_group}[g]()
+        {"data": data_group, "model": model_group, "runtime": runtime_group,
+         "llama": llama_group}[g]()
     S.finish()
 
 

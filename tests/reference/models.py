@@ -1,4 +1,5 @@
-"""Independent plain-PyTorch definitions of Strata's `gpt` and `mlp` presets.
+"""Independent plain-PyTorch definitions of Strata's `gpt`, `llama` and `mlp`
+presets.
 
 These exist to check Strata, so they are written from the published semantics
 (Hugging Face GPT2LMHeadModel, docs/model-spec.md), not from Strata's code.
@@ -11,6 +12,12 @@ GPT (HF GPT-2, dropout off):
   h.{i}.mlp.c_fc.weight [H,F] |bias [F], h.{i}.mlp.c_proj.weight [F,H] |bias,
   ln_f.weight|bias; logits = ln_f(x) @ wte.weight^T (tied head).
   Conv1D layout: y = x @ W + b with W [in, out].
+Llama (HF LlamaForCausalLM, nn.Linear layout [out, in], no biases):
+  model.embed_tokens.weight [V,H],
+  model.layers.{i}.self_attn.{q,k,v,o}_proj.weight ([nh*d,H], [kv*d,H] x2,
+  [H,nh*d]), model.layers.{i}.mlp.{gate,up,down}_proj.weight ([F,H], [F,H],
+  [H,F]), model.layers.{i}.{input,post_attention}_layernorm.weight [H],
+  model.norm.weight [H], lm_head.weight [V,H] (absent when tied).
 MLP token model:
   embed.weight [V,H]; x = x + fc2(act(fc1(x))) per layer with
   layers.{i}.fc1.weight [H,F] |bias [F], layers.{i}.fc2.weight [F,H] |bias [H];
@@ -152,15 +159,150 @@ class MlpLM(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+class RMSNorm(nn.Module):
+    """HF LlamaRMSNorm: weight * x / sqrt(mean(x^2) + eps), no bias."""
+
+    def __init__(self, hidden, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.eps = eps
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+def rotate_half(x):
+    """HF Llama's rotate_half: [x1, x2] -> [-x2, x1] over the last dim."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rotary_tables(seq_len, head_dim, theta, dtype):
+    """cos, sin [S, d]: inverse frequencies theta^(-2i/d), i < d/2, repeated
+    over both halves (HF LlamaRotaryEmbedding with position ids 0..S-1),
+    computed in float64."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv_freq)
+    emb = torch.cat((angles, angles), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, hidden, heads, kv_heads, theta):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+        self.head_dim = hidden // heads
+        self.theta = theta
+        self.q_proj = nn.Linear(hidden, heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(heads * self.head_dim, hidden, bias=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        d = self.head_dim
+        q = self.q_proj(x).view(b, s, self.heads, d).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.kv_heads, d).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.kv_heads, d).transpose(1, 2)
+        cos, sin = rotary_tables(s, d, self.theta, x.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        # Grouped-query attention: kv head j // group serves query head j
+        # (HF repeat_kv).
+        group = self.heads // self.kv_heads
+        k = k[:, :, None].expand(b, self.kv_heads, group, s, d).reshape(b, self.heads, s, d)
+        v = v[:, :, None].expand(b, self.kv_heads, group, s, d).reshape(b, self.heads, s, d)
+        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(d)
+        causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+        scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1)
+        out = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, self.heads * d)
+        return self.o_proj(out)
+
+
+class LlamaMlp(nn.Module):
+    def __init__(self, hidden, ffn_hidden):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, ffn_hidden, bias=False)
+        self.up_proj = nn.Linear(hidden, ffn_hidden, bias=False)
+        self.down_proj = nn.Linear(ffn_hidden, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, hidden, heads, kv_heads, ffn_hidden, theta, eps):
+        super().__init__()
+        self.self_attn = LlamaAttention(hidden, heads, kv_heads, theta)
+        self.mlp = LlamaMlp(hidden, ffn_hidden)
+        self.input_layernorm = RMSNorm(hidden, eps)
+        self.post_attention_layernorm = RMSNorm(hidden, eps)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, vocab, hidden, heads, kv_heads, layers, ffn_hidden, theta, eps):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(
+            LlamaDecoderLayer(hidden, heads, kv_heads, ffn_hidden, theta, eps)
+            for _ in range(layers))
+        self.norm = RMSNorm(hidden, eps)
+
+
+class Llama(nn.Module):
+    """LlamaForCausalLM; forward(ids, targets) -> mean CE loss. Parameter
+    names are HF's (`model.` prefix, `lm_head.weight` unless tied)."""
+
+    def __init__(self, vocab, seq_len, hidden, heads, layers, ffn_hidden, kv_heads=None,
+                 rope_theta=10000.0, norm_eps=1e-5, tie_embeddings=False):
+        super().__init__()
+        kv_heads = kv_heads or heads
+        if hidden % heads or heads % kv_heads or (hidden // heads) % 2:
+            raise ValueError(f"hidden ({hidden}), heads ({heads}) and kv_heads ({kv_heads}) "
+                             "must give an even head_dim and kv_heads dividing heads")
+        self.config = dict(vocab=vocab, seq_len=seq_len, hidden=hidden, heads=heads,
+                           kv_heads=kv_heads, layers=layers, ffn_hidden=ffn_hidden,
+                           rope_theta=rope_theta, norm_eps=norm_eps,
+                           tie_embeddings=tie_embeddings)
+        self.model = LlamaModel(vocab, hidden, heads, kv_heads, layers, ffn_hidden,
+                                rope_theta, norm_eps)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+        if tie_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def logits(self, ids):
+        if ids.shape[1] > self.config["seq_len"]:
+            raise ValueError(f"sequence of {ids.shape[1]} tokens exceeds seq_len "
+                             f"{self.config['seq_len']}")
+        x = self.model.embed_tokens(ids)
+        for layer in self.model.layers:
+            x = layer(x)
+        return self.lm_head(self.model.norm(x))
+
+    def forward(self, ids, targets):
+        logits = self.logits(ids)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 def build_model(spec, dtype=torch.float32):
     """Builds the model named by a parsed spec (spec.ModelConfig)."""
     m = spec
     if m.family == "gpt":
         model = GPT(m.vocab, m.seq_len, m.hidden, m.heads, m.layers, m.ffn_hidden)
+    elif m.family == "llama":
+        model = Llama(m.vocab, m.seq_len, m.hidden, m.heads, m.layers, m.ffn_hidden,
+                      m.kv_heads, m.rope_theta, m.norm_eps, m.tie_embeddings)
     elif m.family == "mlp":
         model = MlpLM(m.vocab, m.hidden, m.layers, m.ffn_hidden, m.activation, m.seq_len)
     else:
-        raise ValueError(f"the reference implements the gpt and mlp presets, not '{m.family}'")
+        raise ValueError(f"the reference implements the gpt, llama and mlp presets, "
+                         f"not '{m.family}'")
     return model.to(dtype)
 
 
@@ -174,6 +316,8 @@ def init_weights(model, seed):
     draw order depends on its module construction, which does not matter here).
     """
     gen = torch.Generator().manual_seed(int(seed))
+    if isinstance(model, Llama):
+        return _init_llama(model, gen)
     layers = model.config["layers"]
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -189,9 +333,37 @@ def init_weights(model, seed):
     return model
 
 
+def _init_llama(model, gen):
+    """HF LlamaPreTrainedModel `_init_weights`: every Linear and the embedding
+    N(0, initializer_range = 0.02), RMSNorm weights 1; drawn in
+    named_parameters() order."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.normal(0.0, 0.02, size=p.shape, generator=gen,
+                                     dtype=torch.float64))
+    return model
+
+
 def state_numpy(model):
     """Parameters as {name: float32 numpy array} for safetensors."""
     return {n: p.detach().to(torch.float32).cpu().numpy() for n, p in model.named_parameters()}
+
+
+def _normalise_llama_names(model, tensors, path):
+    """HF Llama checkpoints may carry the rotary `inv_freq` buffers (not
+    parameters) and, for tied models, an `lm_head.weight` equal to the
+    embedding."""
+    out = {n: a for n, a in tensors.items() if not n.endswith(".rotary_emb.inv_freq")}
+    if model.config["tie_embeddings"] and "lm_head.weight" in out:
+        head = out.pop("lm_head.weight")
+        embed = out.get("model.embed_tokens.weight")
+        if embed is None or head.shape != embed.shape or not (head == embed).all():
+            raise ValueError(f"{path}: lm_head.weight differs from model.embed_tokens.weight, "
+                             "but the model ties them; drop lm_head.weight or make it equal")
+    return out
 
 
 def _normalise_hf_names(model, tensors, path):
@@ -199,6 +371,8 @@ def _normalise_hf_names(model, tensors, path):
     `transformer.` prefix, the attention-mask buffers `h.{i}.attn.bias` /
     `masked_bias` (not parameters), and an explicit `lm_head.weight` as long as
     it really is tied to wte (equal values)."""
+    if isinstance(model, Llama):
+        return _normalise_llama_names(model, tensors, path)
     if not isinstance(model, GPT):
         return tensors
     out = {}

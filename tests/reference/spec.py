@@ -1,6 +1,6 @@
 """Reads the `model:` and `training:` sections of a Strata YAML model spec.
 
-Only what the reference needs: the `gpt` and `mlp` presets and the training
+Only what the reference needs: the `gpt`, `llama` and `mlp` presets and the training
 settings. Key spellings follow docs/model-spec.md; a few aliases are accepted
 so that the reference keeps working while the spec evolves, and unknown keys
 are reported on stderr rather than silently dropped.
@@ -31,6 +31,10 @@ class ModelConfig:
     ffn_hidden: int = 0
     activation: str = "gelu"
     dtype: str = "float32"
+    kv_heads: int = 0
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    tie_embeddings: bool = False
 
 
 @dataclasses.dataclass
@@ -62,6 +66,10 @@ _MODEL_KEYS = {
     "ffn_hidden": ("ffn_hidden", "ffn", "ffn_hidden_size", "intermediate_size", "n_inner"),
     "activation": ("activation", "act"),
     "dtype": ("dtype",),
+    "kv_heads": ("kv_heads", "num_key_value_heads"),
+    "rope_theta": ("rope_theta",),
+    "norm_eps": ("norm_eps", "rms_norm_eps"),
+    "tie_embeddings": ("tie_embeddings", "tie_word_embeddings"),
 }
 _FAMILY_KEYS = ("preset", "family", "type", "kind", "arch")
 _TRAIN_KEYS = {
@@ -117,7 +125,10 @@ def _take(path, section, table, target, where, types):
                 kind = types.get(canon, str)
                 if v is None:
                     continue
-                if kind in (int, float):
+                if kind is bool:
+                    if not isinstance(v, bool):
+                        raise SpecError(f"{path}: {where}.{name} must be true or false, got {v!r}")
+                elif kind in (int, float):
                     v = _as_number(path, f"{where}.{name}", v, kind)
                 else:
                     v = str(v).lower()
@@ -132,6 +143,8 @@ def _types(cls):
         t = f.type
         if t in (int, "int", Optional[int], "Optional[int]"):
             out[f.name] = int
+        elif t in (bool, "bool"):
+            out[f.name] = bool
         elif t in (float, "float"):
             out[f.name] = float
     return out
@@ -162,7 +175,7 @@ def parse_spec(path, text=None):
             family = str(model.pop(k)).lower()
             break
     # Also accept the nested form `model: {gpt: {...}}`.
-    for name in ("gpt", "mlp"):
+    for name in ("gpt", "llama", "mlp"):
         if family is None and isinstance(model.get(name), dict):
             family = name
             model = dict(model.pop(name), **model)
@@ -171,20 +184,28 @@ def parse_spec(path, text=None):
             family = "graph"
         else:
             raise SpecError(f"{path}: model: names no preset (expected `preset: gpt` or `preset: mlp`)")
-    if family not in ("gpt", "mlp"):
+    if family not in ("gpt", "llama", "mlp"):
         raise SpecError(f"{path}: model preset '{family}' is not implemented by the reference "
-                        "(it implements gpt and mlp)")
+                        "(it implements gpt, llama and mlp)")
     m.family = family
     rest = _take(path, model, _MODEL_KEYS, m, "model", _types(ModelConfig))
     for k in rest:
         _warn(path, f"model.{k} is not used by the reference")
-    required = ["vocab", "seq_len", "hidden", "layers"] + (["heads"] if family == "gpt" else [])
+    required = ["vocab", "seq_len", "hidden", "layers"] + (
+        ["heads"] if family in ("gpt", "llama") else []) + (
+        ["ffn_hidden"] if family == "llama" else [])
     for k in required:
         if getattr(m, k) <= 0:
             raise SpecError(f"{path}: model.{k} must be a positive integer")
     if m.ffn_hidden <= 0:
         m.ffn_hidden = 4 * m.hidden
-    if family == "gpt" and m.hidden % m.heads:
+    if family == "llama":
+        if m.kv_heads <= 0:
+            m.kv_heads = m.heads
+        if m.heads % m.kv_heads:
+            raise SpecError(f"{path}: model.kv_heads ({m.kv_heads}) must divide model.heads "
+                            f"({m.heads})")
+    if family in ("gpt", "llama") and m.hidden % m.heads:
         raise SpecError(f"{path}: model.hidden ({m.hidden}) must be divisible by model.heads ({m.heads})")
     if m.activation not in ("gelu", "relu", "gelu_new", "gelu_tanh"):
         raise SpecError(f"{path}: model.activation must be gelu or relu, got '{m.activation}'")

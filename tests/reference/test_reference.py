@@ -94,6 +94,142 @@ def naive_gpt_logits(params, ids, heads, layers):
     return np.array(out)
 
 
+def tiny_llama(dtype=torch.float64, seed=0, **kw):
+    cfg = dict(vocab=11, seq_len=5, hidden=8, heads=4, kv_heads=2, layers=2, ffn_hidden=12,
+               rope_theta=50.0)
+    cfg.update(kw)
+    model = models.Llama(**cfg).to(dtype)
+    models.init_weights(model, seed)
+    g = torch.Generator().manual_seed(seed + 100)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=g, dtype=torch.float64).to(dtype))
+    return model
+
+
+def naive_llama_logits(params, ids, heads, kv_heads, layers, theta, eps=1e-5):
+    """LlamaForCausalLM forward with explicit loops in numpy float64 (one
+    token, one head and one feature pair at a time), written from HF's
+    definitions independently of models.py: rotation of pair (i, i + d/2)
+    by p * theta^(-2i/d), kv head h // (heads / kv_heads) for query head h."""
+    P = {k: v.detach().double().numpy() for k, v in params.items()}
+    head = P.get("lm_head.weight", P["model.embed_tokens.weight"])
+
+    def rms(x, w):
+        return x / math.sqrt((x * x).mean() + eps) * w
+
+    def rope(v, pos):
+        d = len(v)
+        out = v.copy()
+        for i in range(d // 2):
+            a = pos * theta ** (-2.0 * i / d)
+            out[i] = v[i] * math.cos(a) - v[i + d // 2] * math.sin(a)
+            out[i + d // 2] = v[i + d // 2] * math.cos(a) + v[i] * math.sin(a)
+        return out
+
+    def silu(x):
+        return x / (1 + np.exp(-x))
+
+    out = []
+    for seq in ids.tolist():
+        S = len(seq)
+        xs = [P["model.embed_tokens.weight"][t] for t in seq]
+        H = xs[0].shape[0]
+        d, group = H // heads, heads // kv_heads
+        for l in range(layers):
+            pre = f"model.layers.{l}."
+            hs = [rms(x, P[pre + "input_layernorm.weight"]) for x in xs]
+            q = [P[pre + "self_attn.q_proj.weight"] @ h for h in hs]
+            k = [P[pre + "self_attn.k_proj.weight"] @ h for h in hs]
+            v = [P[pre + "self_attn.v_proj.weight"] @ h for h in hs]
+            attn_out = []
+            for i in range(S):
+                merged = np.zeros(heads * d)
+                for h in range(heads):
+                    kv = h // group
+                    qi = rope(q[i][h * d:(h + 1) * d], i)
+                    scores = np.array([qi @ rope(k[j][kv * d:(kv + 1) * d], j) / math.sqrt(d)
+                                       for j in range(i + 1)])
+                    w = np.exp(scores - scores.max())
+                    w /= w.sum()
+                    merged[h * d:(h + 1) * d] = sum(w[j] * v[j][kv * d:(kv + 1) * d]
+                                                    for j in range(i + 1))
+                attn_out.append(P[pre + "self_attn.o_proj.weight"] @ merged)
+            xs = [x + a for x, a in zip(xs, attn_out)]
+            new = []
+            for x in xs:
+                h = rms(x, P[pre + "post_attention_layernorm.weight"])
+                act = silu(P[pre + "mlp.gate_proj.weight"] @ h) * (P[pre + "mlp.up_proj.weight"] @ h)
+                new.append(x + P[pre + "mlp.down_proj.weight"] @ act)
+            xs = new
+        out.append([head @ rms(x, P["model.norm.weight"]) for x in xs])
+    return np.array(out)
+
+
+class LlamaMath(unittest.TestCase):
+    def test_parameter_names_and_shapes(self):
+        m = models.Llama(vocab=50, seq_len=7, hidden=16, heads=4, kv_heads=2, layers=2,
+                         ffn_hidden=40)
+        shapes = {n: tuple(p.shape) for n, p in m.named_parameters()}
+        self.assertEqual(shapes["model.embed_tokens.weight"], (50, 16))
+        self.assertEqual(shapes["model.layers.1.self_attn.q_proj.weight"], (16, 16))
+        self.assertEqual(shapes["model.layers.1.self_attn.k_proj.weight"], (8, 16))
+        self.assertEqual(shapes["model.layers.1.self_attn.v_proj.weight"], (8, 16))
+        self.assertEqual(shapes["model.layers.1.self_attn.o_proj.weight"], (16, 16))
+        self.assertEqual(shapes["model.layers.0.mlp.gate_proj.weight"], (40, 16))
+        self.assertEqual(shapes["model.layers.0.mlp.up_proj.weight"], (40, 16))
+        self.assertEqual(shapes["model.layers.0.mlp.down_proj.weight"], (16, 40))
+        self.assertEqual(shapes["model.layers.0.input_layernorm.weight"], (16,))
+        self.assertEqual(shapes["model.layers.0.post_attention_layernorm.weight"], (16,))
+        self.assertEqual(shapes["model.norm.weight"], (16,))
+        self.assertEqual(shapes["lm_head.weight"], (50, 16))
+        self.assertEqual(len(shapes), 1 + 2 * 9 + 2)
+        tied = models.Llama(vocab=50, seq_len=7, hidden=16, heads=4, layers=1, ffn_hidden=40,
+                            tie_embeddings=True)
+        self.assertNotIn("lm_head.weight", dict(tied.named_parameters()))
+
+    def test_llama_matches_naive_loops(self):
+        for kw in ({}, {"kv_heads": 1}, {"kv_heads": 4, "tie_embeddings": True}):
+            with self.subTest(**kw):
+                model = tiny_llama(**kw)
+                ids = torch.tensor([[1, 4, 9, 3, 10], [0, 0, 7, 2, 5]])
+                got = model.logits(ids).detach().numpy()
+                c = model.config
+                want = naive_llama_logits(dict(model.named_parameters()), ids, c["heads"],
+                                          c["kv_heads"], c["layers"], c["rope_theta"])
+                self.assertLess(np.abs(got - want).max(), 1e-10)
+
+    def test_causal(self):
+        model = tiny_llama()
+        a = torch.tensor([[1, 4, 9, 3, 10]])
+        b = torch.tensor([[1, 4, 9, 8, 2]])
+        la, lb = model.logits(a), model.logits(b)
+        self.assertTrue(torch.equal(la[:, :3], lb[:, :3]))
+        self.assertGreater((la[:, 3:] - lb[:, 3:]).abs().max().item(), 1e-6)
+
+    def test_gradcheck(self):
+        model = tiny_llama(vocab=7, seq_len=4, hidden=8, heads=2, kv_heads=1, layers=1,
+                           ffn_hidden=6)
+        ModelMath._gradcheck(self, model, torch.tensor([[1, 4, 6, 3], [0, 2, 5, 5]]),
+                             torch.tensor([[4, 6, 3, 0], [2, 5, 5, 1]]))
+
+    def test_init_recipe_and_hf_buffers(self):
+        m = models.init_weights(models.Llama(vocab=300, seq_len=8, hidden=64, heads=4,
+                                             kv_heads=2, layers=2, ffn_hidden=128), 5)
+        P = dict(m.named_parameters())
+        self.assertTrue(torch.all(P["model.layers.1.input_layernorm.weight"] == 1))
+        self.assertTrue(torch.all(P["model.norm.weight"] == 1))
+        self.assertAlmostEqual(P["model.layers.1.mlp.down_proj.weight"].std().item(), 0.02,
+                               delta=0.001)
+        tensors = models.state_numpy(m)
+        tensors["model.layers.0.self_attn.rotary_emb.inv_freq"] = np.ones(8, np.float32)
+        m2 = models.Llama(vocab=300, seq_len=8, hidden=64, heads=4, kv_heads=2, layers=2,
+                          ffn_hidden=128)
+        models.load_state(m2, tensors)
+        self.assertTrue(all(torch.equal(a.float(), b.float())
+                            for a, b in zip(m.parameters(), m2.parameters())))
+
+
 class ModelMath(unittest.TestCase):
     def test_gelu_is_tanh_approximation(self):
         x = torch.linspace(-6, 6, 101, dtype=torch.float64)

@@ -415,6 +415,126 @@ TEST(GradientCheck, GptBlockWithTiedEmbedding) {
   expectGradientsMatch(kGptBlock, gptInputs());
 }
 
+//===----------------------------------------------------------------------===//
+// Llama family
+//===----------------------------------------------------------------------===//
+
+TEST(GradientCheck, RmsNorm) {
+  expectGradientsMatch(crossEntropyOf(R"(
+  %x = strata.param "x" : tensor<2x3x5xf64>
+  %w = strata.param "w" : tensor<5xf64>
+  %out = strata.rms_norm %x, %w {epsilon = 1.0e-05 : f64} : (tensor<2x3x5xf64>, tensor<5xf64>) -> tensor<2x3x5xf64>)",
+                                      {2, 3, 5}));
+}
+
+TEST(GradientCheck, RotaryEmbedding) {
+  // Positions along dim -2 (4 of them), pairs (i, i + 3) of a head dim of 6;
+  // a small theta makes every pair's angle large.
+  for (const char *theta : {"1.0e+04", "2.5"}) {
+    SCOPED_TRACE(theta);
+    expectGradientsMatch(crossEntropyOf(substitute(R"(
+  %x = strata.param "x" : tensor<2x3x4x6xf64>
+  %out = strata.rotary_embedding %x {theta = $OP : f64} : (tensor<2x3x4x6xf64>) -> tensor<2x3x4x6xf64>)",
+                                                   theta),
+                                        {2, 3, 4, 6}));
+  }
+}
+
+TEST(GradientCheck, SiluAndSiluMul) {
+  expectGradientsMatch(crossEntropyOf(R"(
+  %x = strata.param "x" : tensor<4x5xf64>
+  %s = strata.scale %x {factor = 3.0 : f64} : (tensor<4x5xf64>) -> tensor<4x5xf64>
+  %out = strata.silu %s : (tensor<4x5xf64>) -> tensor<4x5xf64>)",
+                                      {4, 5}));
+  expectGradientsMatch(crossEntropyOf(R"(
+  %g = strata.param "gate" : tensor<4x5xf64>
+  %u = strata.param "up" : tensor<4x5xf64>
+  %s = strata.scale %g {factor = 3.0 : f64} : (tensor<4x5xf64>) -> tensor<4x5xf64>
+  %out = strata.silu_mul %s, %u : (tensor<4x5xf64>, tensor<4x5xf64>) -> tensor<4x5xf64>)",
+                                      {4, 5}));
+}
+
+TEST(GradientCheck, SiluMulOfAValueWithItself) {
+  expectGradientsMatch(crossEntropyOf(R"(
+  %x = strata.param "x" : tensor<4x5xf64>
+  %out = strata.silu_mul %x, %x : (tensor<4x5xf64>, tensor<4x5xf64>) -> tensor<4x5xf64>)",
+                                      {4, 5}));
+}
+
+TEST(GradientCheck, RepeatInterleave) {
+  // Inner axis (kv heads of [B, kv, S, d]) and the last axis (negative).
+  expectGradientsMatch(crossEntropyOf(R"(
+  %x = strata.param "x" : tensor<2x2x3x4xf64>
+  %out = strata.repeat_interleave %x {axis = 1 : i64, repeats = 3 : i64} : (tensor<2x2x3x4xf64>) -> tensor<2x6x3x4xf64>)",
+                                      {2, 6, 3, 4}));
+  expectGradientsMatch(crossEntropyOf(R"(
+  %x = strata.param "x" : tensor<3x4xf64>
+  %out = strata.repeat_interleave %x {axis = -1 : i64, repeats = 2 : i64} : (tensor<3x4xf64>) -> tensor<3x8xf64>)",
+                                      {3, 8}));
+}
+
+/// One Llama block as the llama preset builds it (RMSNorm, separate q/k/v in
+/// nn.Linear layout, rotary embeddings, grouped-query attention with 2 query
+/// heads sharing 1 kv head, SwiGLU, untied head): B=2, S=4, H=8, head dim 4,
+/// ffn 12, vocabulary 11.
+constexpr const char *kLlamaBlock = R"(
+func.func @forward() -> tensor<f64> {
+  %tokens = strata.input "tokens" : tensor<2x4xi32>
+  %targets = strata.input "targets" : tensor<2x4xi32>
+  %embed = strata.param "embed" : tensor<11x8xf64>
+  %wq = strata.param "q" : tensor<8x8xf64>
+  %wk = strata.param "k" : tensor<4x8xf64>
+  %wv = strata.param "v" : tensor<4x8xf64>
+  %wo = strata.param "o" : tensor<8x8xf64>
+  %wg = strata.param "gate" : tensor<12x8xf64>
+  %wu = strata.param "up" : tensor<12x8xf64>
+  %wd = strata.param "down" : tensor<8x12xf64>
+  %n1 = strata.param "norm1" : tensor<8xf64>
+  %n2 = strata.param "norm2" : tensor<8xf64>
+  %nf = strata.param "normf" : tensor<8xf64>
+  %head = strata.param "head" : tensor<11x8xf64>
+
+  %x0 = strata.embedding %embed, %tokens : (tensor<11x8xf64>, tensor<2x4xi32>) -> tensor<2x4x8xf64>
+  %h1 = strata.rms_norm %x0, %n1 {epsilon = 1.0e-05 : f64} : (tensor<2x4x8xf64>, tensor<8xf64>) -> tensor<2x4x8xf64>
+  %q0 = strata.matmul %h1, %wq {transpose_b = true} : (tensor<2x4x8xf64>, tensor<8x8xf64>) -> tensor<2x4x8xf64>
+  %q1 = strata.reshape %q0 : (tensor<2x4x8xf64>) -> tensor<2x4x2x4xf64>
+  %q2 = strata.transpose %q1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf64>) -> tensor<2x2x4x4xf64>
+  %q = strata.rotary_embedding %q2 {theta = 1.0e+02 : f64} : (tensor<2x2x4x4xf64>) -> tensor<2x2x4x4xf64>
+  %k0 = strata.matmul %h1, %wk {transpose_b = true} : (tensor<2x4x8xf64>, tensor<4x8xf64>) -> tensor<2x4x4xf64>
+  %k1 = strata.reshape %k0 : (tensor<2x4x4xf64>) -> tensor<2x4x1x4xf64>
+  %k2 = strata.transpose %k1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x1x4xf64>) -> tensor<2x1x4x4xf64>
+  %k3 = strata.rotary_embedding %k2 {theta = 1.0e+02 : f64} : (tensor<2x1x4x4xf64>) -> tensor<2x1x4x4xf64>
+  %k = strata.repeat_interleave %k3 {axis = 1 : i64, repeats = 2 : i64} : (tensor<2x1x4x4xf64>) -> tensor<2x2x4x4xf64>
+  %v0 = strata.matmul %h1, %wv {transpose_b = true} : (tensor<2x4x8xf64>, tensor<4x8xf64>) -> tensor<2x4x4xf64>
+  %v1 = strata.reshape %v0 : (tensor<2x4x4xf64>) -> tensor<2x4x1x4xf64>
+  %v2 = strata.transpose %v1 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x1x4xf64>) -> tensor<2x1x4x4xf64>
+  %v = strata.repeat_interleave %v2 {axis = 1 : i64, repeats = 2 : i64} : (tensor<2x1x4x4xf64>) -> tensor<2x2x4x4xf64>
+  %s = strata.matmul %q, %k {transpose_b = true} : (tensor<2x2x4x4xf64>, tensor<2x2x4x4xf64>) -> tensor<2x2x4x4xf64>
+  %p = strata.softmax %s {causal = true, scale = 5.000000e-01 : f64} : (tensor<2x2x4x4xf64>) -> tensor<2x2x4x4xf64>
+  %c0 = strata.matmul %p, %v : (tensor<2x2x4x4xf64>, tensor<2x2x4x4xf64>) -> tensor<2x2x4x4xf64>
+  %c1 = strata.transpose %c0 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x4xf64>) -> tensor<2x4x2x4xf64>
+  %c2 = strata.reshape %c1 : (tensor<2x4x2x4xf64>) -> tensor<2x4x8xf64>
+  %attn = strata.matmul %c2, %wo {transpose_b = true} : (tensor<2x4x8xf64>, tensor<8x8xf64>) -> tensor<2x4x8xf64>
+  %x1 = strata.add %x0, %attn : (tensor<2x4x8xf64>, tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
+
+  %h2 = strata.rms_norm %x1, %n2 {epsilon = 1.0e-05 : f64} : (tensor<2x4x8xf64>, tensor<8xf64>) -> tensor<2x4x8xf64>
+  %g = strata.matmul %h2, %wg {transpose_b = true} : (tensor<2x4x8xf64>, tensor<12x8xf64>) -> tensor<2x4x12xf64>
+  %u = strata.matmul %h2, %wu {transpose_b = true} : (tensor<2x4x8xf64>, tensor<12x8xf64>) -> tensor<2x4x12xf64>
+  %a = strata.silu_mul %g, %u : (tensor<2x4x12xf64>, tensor<2x4x12xf64>) -> tensor<2x4x12xf64>
+  %m = strata.matmul %a, %wd {transpose_b = true} : (tensor<2x4x12xf64>, tensor<8x12xf64>) -> tensor<2x4x8xf64>
+  %x2 = strata.add %x1, %m : (tensor<2x4x8xf64>, tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
+
+  %hf = strata.rms_norm %x2, %nf {epsilon = 1.0e-05 : f64} : (tensor<2x4x8xf64>, tensor<8xf64>) -> tensor<2x4x8xf64>
+  %logits = strata.matmul %hf, %head {transpose_b = true} : (tensor<2x4x8xf64>, tensor<11x8xf64>) -> tensor<2x4x11xf64>
+  %loss = strata.cross_entropy %logits, %targets : (tensor<2x4x11xf64>, tensor<2x4xi32>) -> tensor<f64>
+  return %loss : tensor<f64>
+})";
+
+TEST(GradientCheck, LlamaBlockWithGroupedQueryAttention) {
+  expectGradientsMatch(kLlamaBlock, {{"tokens", randomIds({2, 4}, 11, 23)},
+                                     {"targets", randomIds({2, 4}, 11, 24)}});
+}
+
 TEST(GradientCheckMeta, WrongGradientIsReported) {
   LossCase c = matmulCase({3, 4}, {4, 5}, false, false, {3, 5});
   GradientCheckResult r = runGradientCheck(c.module, c.inputs);

@@ -9,6 +9,8 @@
 
 #include "tests/unit/autodiff/Interpreter.h"
 
+#include "tests/unit/autodiff/LlamaOpsReference.h"
+
 #include "dialects/strata/StrataOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -287,6 +289,62 @@ private:
         })
         .Case([&](TakeSliceOp o) { return evalTakeSlice(o); })
         .Case([&](ClipGradNormOp o) { return evalClipGradNorm(o); })
+        // Llama family (LlamaOpsReference.h).
+        .Case([&](RmsNormOp o) {
+          return set(o.getResult(),
+                     rmsNorm(get(o.getInput()), get(o.getWeight()),
+                             o.getEpsilon().convertToDouble()));
+        })
+        .Case([&](RmsNormGradOp o) -> LogicalResult {
+          Tensor dx, dw;
+          rmsNormGrad(get(o.getGrad()), get(o.getInput()), get(o.getWeight()),
+                      o.getEpsilon().convertToDouble(), dx, dw);
+          if (failed(set(o.getInputGrad(), std::move(dx))))
+            return failure();
+          return set(o.getWeightGrad(), std::move(dw));
+        })
+        .Case([&](RotaryEmbeddingOp o) {
+          return set(o.getResult(), rotary(get(o.getInput()),
+                                           o.getTheta().convertToDouble(), 1));
+        })
+        .Case([&](RotaryEmbeddingGradOp o) {
+          return set(o.getResult(), rotary(get(o.getGrad()),
+                                           o.getTheta().convertToDouble(), -1));
+        })
+        .Case([&](SiluOp o) { return evalUnary(o, silu); })
+        .Case(
+            [&](SiluGradOp o) { return evalActivationGrad(o, siluDerivative); })
+        .Case([&](SiluMulOp o) -> LogicalResult {
+          const Tensor &g = get(o.getGate()), &u = get(o.getUp());
+          if (failed(requireSameShape(g, u, "gate and up")))
+            return failure();
+          Tensor y = g;
+          for (int64_t i = 0; i < y.numElements(); ++i)
+            y.data[i] = silu(g.data[i]) * u.data[i];
+          return set(o.getResult(), std::move(y));
+        })
+        .Case([&](SiluMulGradOp o) -> LogicalResult {
+          const Tensor &dy = get(o.getGrad()), &g = get(o.getGate()),
+                       &u = get(o.getUp());
+          Tensor dg = dy, du = dy;
+          for (int64_t i = 0; i < dy.numElements(); ++i) {
+            dg.data[i] = dy.data[i] * u.data[i] * siluDerivative(g.data[i]);
+            du.data[i] = dy.data[i] * silu(g.data[i]);
+          }
+          if (failed(set(o.getGateGrad(), std::move(dg))))
+            return failure();
+          return set(o.getUpGrad(), std::move(du));
+        })
+        .Case([&](RepeatInterleaveOp o) {
+          return set(o.getResult(),
+                     repeatInterleave(get(o.getInput()), o.getNormalizedAxis(),
+                                      o.getRepeats()));
+        })
+        .Case([&](RepeatInterleaveGradOp o) {
+          return set(o.getResult(), repeatInterleaveGrad(get(o.getGrad()),
+                                                         o.getNormalizedAxis(),
+                                                         o.getRepeats()));
+        })
         .Case([&](func::ReturnOp r) {
           for (Value v : r.getOperands())
             out.results.push_back(get(v));

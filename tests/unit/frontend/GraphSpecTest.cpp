@@ -150,7 +150,7 @@ TEST(OpRules, Attributes) {
   attrs = {};
   EXPECT_EQ(*completeOpAttrs(*findOpRule("scale"), attrs),
             "scale needs the attribute 'factor' (a number)");
-  EXPECT_EQ(opRules().size(), 15u);
+  EXPECT_EQ(opRules().size(), 20u);
 }
 
 const char *kGraphHead = R"(model: {family: graph}

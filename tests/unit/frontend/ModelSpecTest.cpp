@@ -289,7 +289,7 @@ TEST(Errors, KeysAndTypes) {
               "gpt), first given at 5:3");
   expectError("model: {family: gtp}\n",
               "m.yaml:1:17: error: 'family' is 'gtp'; did you mean 'gpt'? "
-              "expected gpt, mlp or graph");
+              "expected gpt, llama, mlp or graph");
   expectError("model: {family: mlp, vocab: 4, seq_len: 4, hidden: 4, layers: "
               "1, activation: swish}\n",
               "m.yaml:1:78: error: 'activation' is 'swish'; expected gelu or "

@@ -51,6 +51,37 @@ training:
   global_batch: 2
 )";
 
+/// Llama presets with grouped-query attention: one kv head (replicated under
+/// tp 2 and 4, an untied lm_head) and two kv heads (split under tp 2,
+/// replicated under tp 4, the head tied to the embedding); the vocabulary
+/// (50) is padded under tp 4.
+constexpr const char *kLlamaOneKvHeadSpec = R"(model:
+  family: llama
+  vocab: 50
+  seq_len: 8
+  hidden: 16
+  heads: 4
+  kv_heads: 1
+  layers: 2
+  ffn_hidden: 24
+  rope_theta: 100.0
+training:
+  global_batch: 2
+)";
+constexpr const char *kLlamaTwoKvHeadsTiedSpec = R"(model:
+  family: llama
+  vocab: 50
+  seq_len: 8
+  hidden: 16
+  heads: 4
+  kv_heads: 2
+  layers: 2
+  ffn_hidden: 24
+  tie_embeddings: true
+training:
+  global_batch: 2
+)";
+
 /// An mlp preset whose vocabulary (37) needs padding for tp 2 and 4.
 constexpr const char *kMlpSpec = R"(model:
   family: mlp
@@ -377,6 +408,57 @@ TEST_F(TensorParallelTest, MlpRanksComputeTheUnshardedStep) {
   runEquivalence("mlp", [&](int64_t tp, int64_t rank, bool sp) {
     return lower(*forward, tp, rank, sp);
   });
+}
+
+TEST_F(TensorParallelTest, LlamaRanksComputeTheUnshardedStep) {
+  for (const char *spec : {kLlamaOneKvHeadSpec, kLlamaTwoKvHeadsTiedSpec}) {
+    OwningOpRef<ModuleOp> forward = importF64(spec);
+    ASSERT_TRUE(forward);
+    runEquivalence(spec == kLlamaOneKvHeadSpec ? "llama kv_heads=1"
+                                               : "llama kv_heads=2 tied",
+                   [&](int64_t tp, int64_t rank, bool sp) {
+                     return lower(*forward, tp, rank, sp);
+                   });
+  }
+}
+
+/// Under tp 4 with 2 kv heads, q is split by heads, k and v are read whole
+/// (each rank slices its kv head out of a replicated weight), o by its input
+/// features and gate/up/down by ffn features, all in nn.Linear layout.
+TEST_F(TensorParallelTest, LlamaShardsAndReplicatedKvHeads) {
+  OwningOpRef<ModuleOp> forward = importF64(kLlamaTwoKvHeadsTiedSpec);
+  ASSERT_TRUE(forward);
+  OwningOpRef<ModuleOp> rank3 = lower(*forward, 4, 3, false);
+  ASSERT_TRUE(rank3);
+  std::map<std::string, ParamOp> params;
+  trainStep(*rank3).walk([&](ParamOp p) { params[p.getName().str()] = p; });
+  std::string p = "model.layers.1.";
+  ParamOp q = params.at(p + "self_attn.q_proj.weight");
+  EXPECT_EQ(arrayAttr(q, "strata.shard_view"),
+            (std::vector<int64_t>{4, 4, 16}));
+  EXPECT_EQ(arrayAttr(q, "strata.shard_start"),
+            (std::vector<int64_t>{3, 0, 0}));
+  ParamOp k = params.at(p + "self_attn.k_proj.weight");
+  EXPECT_FALSE(k->hasAttr("strata.shard_view"));
+  EXPECT_EQ(typeShape(k.getResult()), (std::vector<int64_t>{8, 16}));
+  // Rank 3's query head 3 uses kv head 1: rows 4..7 of k_proj.
+  auto rep = dyn_cast<ReplicateOp>(*k->getUsers().begin());
+  ASSERT_TRUE(rep);
+  auto slice = dyn_cast<SliceOp>(*rep->getUsers().begin());
+  ASSERT_TRUE(slice);
+  EXPECT_EQ(slice.getAxis(), 0);
+  EXPECT_EQ(slice.getOffset(), 4);
+  EXPECT_EQ(slice.getSize(), 4);
+  ParamOp o = params.at(p + "self_attn.o_proj.weight");
+  EXPECT_EQ(arrayAttr(o, "strata.shard_start"), (std::vector<int64_t>{0, 12}));
+  EXPECT_EQ(typeShape(o.getResult()), (std::vector<int64_t>{16, 4}));
+  ParamOp down = params.at(p + "mlp.down_proj.weight");
+  EXPECT_EQ(arrayAttr(down, "strata.shard_start"),
+            (std::vector<int64_t>{0, 18}));
+  ParamOp gate = params.at(p + "mlp.gate_proj.weight");
+  EXPECT_EQ(typeShape(gate.getResult()), (std::vector<int64_t>{6, 16}));
+  EXPECT_FALSE(
+      params.at(p + "input_layernorm.weight")->hasAttr("strata.shard_view"));
 }
 
 /// The shards the pass declares are the boxes the checkpoint convention

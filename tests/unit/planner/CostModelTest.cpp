@@ -75,6 +75,98 @@ TEST(CostModel, ActivationMemoryMatchesKorthikanti) {
               s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 1);
 }
 
+TEST(CostModel, LlamaParameterCountsAreMetas) {
+  // Meta-Llama-3-8B, -70B and Llama-3.1-405B as Hugging Face reports them.
+  EXPECT_EQ(llama(4096, 32, 8, 32, 14336).totalParams(), 8030261248);
+  EXPECT_EQ(llama(8192, 64, 8, 80, 28672).totalParams(), 70553706496);
+  EXPECT_EQ(llama(16384, 128, 8, 126, 53248).totalParams(), 405853388800);
+  ModelDesc tied = llama(4096, 32, 8, 32, 14336);
+  tied.tiedEmbedding = true;
+  EXPECT_EQ(tied.totalParams(), 8030261248 - 128256 * 4096);
+}
+
+TEST(CostModel, LlamaForwardFlopsCountGroupedQueryAttentionAndSwiGlu) {
+  // Per sequence: q and o (h x h), k and v (h x kv), gate, up and down
+  // (h x f), and Q K^T and P V (s x s x h each).
+  const double s = 512, h = 1024, kv = 2 * 64, f = 2816;
+  AnalyticalCostModel cm(llama(1024, 16, 2, 4, 2816, 512), ideal(8, 1));
+  double want =
+      2 * s * (2 * h * h + 2 * h * kv + 3 * h * f) + 2 * 2 * s * s * h;
+  EXPECT_NEAR(cm.layerForwardFlops(1, 1), want, want * 1e-12);
+  EXPECT_NEAR(cm.layerForwardFlops(1, 2), want / 2, want * 1e-12);
+  // tp = 4 > 2 kv heads: each rank computes a whole kv head (64 features)
+  // of k and v, not a quarter of 128.
+  double replicated = want / 4 + 2 * s * h * 2 * (64 - kv / 4);
+  EXPECT_NEAR(cm.layerForwardFlops(1, 4), replicated, want * 1e-12);
+}
+
+TEST(CostModel, LlamaActivationMemory) {
+  // What the backward pass keeps per layer in 16-bit (e = 2), without
+  // dropout masks: the norm, qkv and gate/up inputs (4 s b h e), Q, K, V
+  // and the projection input (4 s b h e / t), the softmax output and the
+  // probabilities (2 a s^2 b e / t), gate and up and the down input
+  // (3 s b f e / t): s b h (8 + 8/t + 6 f/(h t) + 4 a s/(h t)).
+  const double s = 2048, h = 4096, a = 32, f = 14336, b = 2, t = 8;
+  AnalyticalCostModel cm(llama(4096, 32, 8, 4, 14336, 2048), ideal(8, 1));
+  Plan p = plan(1, 1, 1, 2, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              s * b * h * (16 + 6 * f / h + 4 * a * s / h), 1);
+  p = plan(1, 8, 1, 2, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              s * b * h * (8 + 8 / t + 6 * f / (h * t) + 4 * a * s / (h * t)),
+              1);
+  p.sp = true;
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              s * b * h / t * (16 + 6 * f / h + 4 * a * s / h), 1);
+  // Selective recomputation keeps Q, K and V (kv heads: 8 of 32).
+  p.recompute = Recompute::Selective;
+  EXPECT_NEAR(
+      cm.stageCosts(p).layerActivation,
+      s * b * h / t * (10 + 6 * f / h) + s * b * (h + 2 * h / 4) / t * 2, 1);
+}
+
+TEST(CostModel, LlamaKvHeadsSplitOrReplicated) {
+  ModelDesc m = llama(4096, 32, 8, 32, 14336);
+  std::string why;
+  EXPECT_TRUE(m.tpFits(8));
+  EXPECT_TRUE(m.tpFits(16)); // 2 ranks per kv head
+  EXPECT_FALSE(llama(4096, 32, 8, 32, 12288).tpFits(3, &why));
+  EXPECT_NE(why.find("32 attention heads"), std::string::npos) << why;
+  ModelDesc odd = llama(768, 12, 3, 2, 3072);
+  EXPECT_FALSE(odd.tpFits(2, &why));
+  EXPECT_NE(why.find("3 kv heads can be neither split evenly nor replicated"),
+            std::string::npos)
+      << why;
+  EXPECT_TRUE(odd.tpFits(6));
+  // Replicated kv heads: every rank of tp=16 holds the whole k and v
+  // projections (2 h kv) besides its share of the rest; the norms (2 h) are
+  // replicated too. One layer's weights in bytes (e = 2):
+  AnalyticalCostModel cm(m, ideal(8, 2));
+  const double h = 4096, kv = 8 * 128;
+  double layer = double(m.layerParams());
+  Plan p = plan(1, 16, 1, 1, 1);
+  double replicated = 2 * h + 2 * h * kv;
+  EXPECT_NEAR(cm.stageCosts(p).layerWeights,
+              2 * ((layer - replicated) / 16 + replicated), 1);
+  p = plan(1, 8, 1, 1, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerWeights, 2 * ((layer - 2 * h) / 8 + 2 * h),
+              1);
+}
+
+TEST(CostModel, LlamaUntiedHeadLivesOnTheLastStage) {
+  ModelDesc m = llama(4096, 32, 8, 32, 14336);
+  AnalyticalCostModel cm(m, ideal(8, 1));
+  const double V = 128256, h = 4096;
+  Plan p = plan(1, 4, 2, 1, 4);
+  // The last stage holds its vocabulary shard of lm_head and the final norm;
+  // the first the embedding's shard.
+  EXPECT_NEAR(cm.stageCosts(p).lastWeights, 2 * (V * h / 4 + h), 1);
+  EXPECT_NEAR(cm.stageCosts(p).firstWeights, 2 * (V * h / 4), 1);
+  p = plan(1, 4, 1, 1, 4);
+  EXPECT_NEAR(cm.stageCosts(p).firstWeights + cm.stageCosts(p).lastWeights,
+              2 * (2 * V * h / 4 + h), 1);
+}
+
 TEST(CostModel, SixteenBytesPerParameterUnderZero0) {
   ModelDesc m = gpt(1024, 16, 8, 512, 32000);
   AnalyticalCostModel cm(m, ideal(8, 1, 1e12));

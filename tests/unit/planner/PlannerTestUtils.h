@@ -24,6 +24,24 @@ inline ModelDesc gpt(int64_t hidden, int64_t heads, int64_t layers,
   return m;
 }
 
+/// A `llama` preset's model: grouped-query attention, SwiGLU, RMSNorm, no
+/// biases, rotary positions, an untied head, no dropout.
+inline ModelDesc llama(int64_t hidden, int64_t heads, int64_t kvHeads,
+                       int64_t layers, int64_t ffn, int64_t seq = 8192,
+                       int64_t vocab = 128256) {
+  ModelDesc m = gpt(hidden, heads, layers, seq, vocab);
+  m.name = "llama-test";
+  m.kvHeads = kvHeads;
+  m.ffnHidden = ffn;
+  m.gatedMlp = true;
+  m.rmsNorm = true;
+  m.biases = false;
+  m.learnedPositions = false;
+  m.dropout = false;
+  m.tiedEmbedding = false;
+  return m;
+}
+
 inline ClusterSpec preset(const std::string &name) {
   std::string err;
   bool isPreset = false;

@@ -282,3 +282,151 @@ TEST(GradCheckTest, TransposeAndSliceBackward) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Llama family: forward kernels against double-precision references written
+// from Hugging Face Llama's definitions, backward kernels against finite
+// differences of those references.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+void expectForwardNear(const std::vector<float> &got, const Vec &want,
+                       double tol = 2e-6) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i])))
+        << "element " << i;
+}
+
+Vec rmsNormRef(const Vec &x, const Vec &w, int64_t rows, int64_t n) {
+  Vec y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ms = 0;
+    for (int64_t i = 0; i < n; ++i)
+      ms += x[r * n + i] * x[r * n + i];
+    double inv = 1 / std::sqrt(ms / n + 1e-5);
+    for (int64_t i = 0; i < n; ++i)
+      y[r * n + i] = w[i] * (x[r * n + i] * inv);
+  }
+  return y;
+}
+
+/// HF's apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, with
+/// cos/sin of pos * inv_freq repeated over both halves.
+Vec rotaryRef(const Vec &x, int64_t rows, int64_t seq, int64_t dim,
+              double theta) {
+  Vec y(x.size());
+  int64_t half = dim / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    double pos = double(r % seq);
+    for (int64_t j = 0; j < dim; ++j) {
+      double invFreq = 1.0 / std::pow(theta, double(2 * (j % half)) / dim);
+      double rotated =
+          j < half ? -x[r * dim + j + half] : x[r * dim + j - half];
+      y[r * dim + j] = x[r * dim + j] * std::cos(pos * invFreq) +
+                       rotated * std::sin(pos * invFreq);
+    }
+  }
+  return y;
+}
+
+double siluRef(double v) { return v / (1 + std::exp(-v)); }
+
+} // namespace
+
+TEST(GradCheckTest, RmsNorm) {
+  const int64_t rows = 3, n = 40; // n > 16: the lane loop and its tail
+  auto x = randomVector(rows * n, 31), w = randomVector(n, 32),
+       r = randomVector(rows * n, 33);
+  std::vector<float> y(rows * n), rstd(rows), dx(rows * n);
+  std::vector<float> dw(n, 0.25f); // It accumulates.
+  cpu::rmsNormFwd(x.data(), w.data(), y.data(), rstd.data(), rows, n, 1e-5f);
+  Vec xd = toDouble(x), wd = toDouble(w);
+  expectForwardNear(y, rmsNormRef(xd, wd, rows, n));
+  cpu::rmsNormBwd(r.data(), x.data(), w.data(), rstd.data(), dx.data(),
+                  dw.data(), rows, n);
+  expectGradNear(
+      dx, numericGrad([&](const Vec &v) { return rmsNormRef(v, wd, rows, n); },
+                      xd, r));
+  Vec wantW = numericGrad(
+      [&](const Vec &v) { return rmsNormRef(xd, v, rows, n); }, wd, r);
+  for (double &v : wantW)
+    v += 0.25;
+  expectGradNear(dw, wantW);
+}
+
+TEST(GradCheckTest, RotaryForwardBackwardAndInPlace) {
+  // [outer 3, seq 5, dim 40]: 20 pairs, so the vector loop and its tail run.
+  const int64_t outer = 3, seq = 5, dim = 40, n = outer * seq * dim;
+  for (double theta : {10000.0, 3.0}) {
+    SCOPED_TRACE(theta);
+    auto x = randomVector(n, 34), r = randomVector(n, 35);
+    std::vector<float> y(n), dx(n);
+    cpu::rotary(x.data(), y.data(), outer, seq, dim, theta, false);
+    auto ref = [&](const Vec &v) {
+      return rotaryRef(v, outer * seq, seq, dim, theta);
+    };
+    expectForwardNear(y, ref(toDouble(x)));
+    // The backward is the transpose of the (linear) forward.
+    cpu::rotary(r.data(), dx.data(), outer, seq, dim, theta, true);
+    expectGradNear(dx, numericGrad(ref, toDouble(x), r));
+    // out == x.
+    std::vector<float> inPlace = x;
+    cpu::rotary(inPlace.data(), inPlace.data(), outer, seq, dim, theta, false);
+    EXPECT_EQ(inPlace, y);
+  }
+}
+
+TEST(GradCheckTest, SiluAndSiluMul) {
+  const int64_t n = 70;
+  auto g = randomVector(n, 36, 3.0f), u = randomVector(n, 37),
+       r = randomVector(n, 38);
+  std::vector<float> y(n), dx(n), du(n);
+  cpu::siluFwd(g.data(), y.data(), n);
+  auto silu = [&](const Vec &v) {
+    Vec out(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      out[i] = siluRef(v[i]);
+    return out;
+  };
+  expectForwardNear(y, silu(toDouble(g)), 1e-5);
+  cpu::siluBwd(g.data(), r.data(), dx.data(), n);
+  expectGradNear(dx, numericGrad(silu, toDouble(g), r));
+
+  Vec gd = toDouble(g), ud = toDouble(u);
+  auto swiglu = [&](const Vec &gate, const Vec &up) {
+    Vec out(gate.size());
+    for (size_t i = 0; i < gate.size(); ++i)
+      out[i] = siluRef(gate[i]) * up[i];
+    return out;
+  };
+  cpu::siluMulFwd(g.data(), u.data(), y.data(), n);
+  expectForwardNear(y, swiglu(gd, ud), 1e-5);
+  cpu::siluMulBwd(g.data(), u.data(), r.data(), dx.data(), du.data(), n);
+  expectGradNear(
+      dx, numericGrad([&](const Vec &v) { return swiglu(v, ud); }, gd, r));
+  expectGradNear(
+      du, numericGrad([&](const Vec &v) { return swiglu(gd, v); }, ud, r));
+}
+
+TEST(GradCheckTest, RepeatInterleave) {
+  // [outer 2, n 3, inner 4] -> [2, 6, 4], each entry twice in a row.
+  const int64_t outer = 2, n = 3, reps = 2, inner = 4;
+  auto x = randomVector(outer * n * inner, 39);
+  auto r = randomVector(outer * n * reps * inner, 40);
+  std::vector<float> y(outer * n * reps * inner), dx(x.size());
+  cpu::repeatInterleave(x.data(), y.data(), outer, n, reps, inner);
+  auto ref = [&](const Vec &v) {
+    Vec out(outer * n * reps * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < n * reps; ++j)
+        for (int64_t i = 0; i < inner; ++i)
+          out[(o * n * reps + j) * inner + i] =
+              v[(o * n + j / reps) * inner + i];
+    return out;
+  };
+  expectForwardNear(y, ref(toDouble(x)), 0.0);
+  cpu::repeatInterleaveBwd(r.data(), dx.data(), outer, n, reps, inner);
+  expectGradNear(dx, numericGrad(ref, toDouble(x), r));
+}
