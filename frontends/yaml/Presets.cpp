@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace strata::frontend {
@@ -572,45 +573,96 @@ Graph expandMlpGraph(const MlpConfig &c, int64_t batch, const PresetLocs &locs,
 }
 
 std::string hfConfigJson(const ModelSpec &spec) {
-  if (!spec.gpt)
-    return {};
-  const GptConfig &c = *spec.gpt;
   auto n = [](int64_t v) { return std::to_string(v); };
-  // What transformers' GPT2Config needs to rebuild this model exactly
-  // (tanh GELU, epsilon 1e-5, tied head, no dropout at inference).
-  return "{\n"
-         "  \"architectures\": [\"GPT2LMHeadModel\"],\n"
-         "  \"model_type\": \"gpt2\",\n"
-         "  \"vocab_size\": " +
-         n(c.vocab) +
-         ",\n"
-         "  \"n_positions\": " +
-         n(c.seqLen) +
-         ",\n"
-         "  \"n_ctx\": " +
-         n(c.seqLen) +
-         ",\n"
-         "  \"n_embd\": " +
-         n(c.hidden) +
-         ",\n"
-         "  \"n_layer\": " +
-         n(c.layers) +
-         ",\n"
-         "  \"n_head\": " +
-         n(c.heads) +
-         ",\n"
-         "  \"n_inner\": " +
-         n(c.ffnHidden) +
-         ",\n"
-         "  \"activation_function\": \"gelu_new\",\n"
-         "  \"layer_norm_epsilon\": 1e-05,\n"
-         "  \"initializer_range\": 0.02,\n"
-         "  \"resid_pdrop\": 0.0,\n"
-         "  \"embd_pdrop\": 0.0,\n"
-         "  \"attn_pdrop\": 0.0,\n"
-         "  \"tie_word_embeddings\": true,\n"
-         "  \"torch_dtype\": \"float32\"\n"
-         "}\n";
+  auto f = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  // What transformers needs to rebuild the model exactly (no dropout).
+  if (spec.gpt) {
+    const GptConfig &c = *spec.gpt;
+    return "{\n"
+           "  \"architectures\": [\"GPT2LMHeadModel\"],\n"
+           "  \"model_type\": \"gpt2\",\n"
+           "  \"vocab_size\": " +
+           n(c.vocab) +
+           ",\n"
+           "  \"n_positions\": " +
+           n(c.seqLen) +
+           ",\n"
+           "  \"n_ctx\": " +
+           n(c.seqLen) +
+           ",\n"
+           "  \"n_embd\": " +
+           n(c.hidden) +
+           ",\n"
+           "  \"n_layer\": " +
+           n(c.layers) +
+           ",\n"
+           "  \"n_head\": " +
+           n(c.heads) +
+           ",\n"
+           "  \"n_inner\": " +
+           n(c.ffnHidden) +
+           ",\n"
+           "  \"activation_function\": \"gelu_new\",\n"
+           "  \"layer_norm_epsilon\": 1e-05,\n"
+           "  \"initializer_range\": 0.02,\n"
+           "  \"resid_pdrop\": 0.0,\n"
+           "  \"embd_pdrop\": 0.0,\n"
+           "  \"attn_pdrop\": 0.0,\n"
+           "  \"tie_word_embeddings\": true,\n"
+           "  \"torch_dtype\": \"float32\"\n"
+           "}\n";
+  }
+  if (spec.llama) {
+    const LlamaConfig &c = *spec.llama;
+    return "{\n"
+           "  \"architectures\": [\"LlamaForCausalLM\"],\n"
+           "  \"model_type\": \"llama\",\n"
+           "  \"vocab_size\": " +
+           n(c.vocab) +
+           ",\n"
+           "  \"max_position_embeddings\": " +
+           n(c.seqLen) +
+           ",\n"
+           "  \"hidden_size\": " +
+           n(c.hidden) +
+           ",\n"
+           "  \"intermediate_size\": " +
+           n(c.ffnHidden) +
+           ",\n"
+           "  \"num_hidden_layers\": " +
+           n(c.layers) +
+           ",\n"
+           "  \"num_attention_heads\": " +
+           n(c.heads) +
+           ",\n"
+           "  \"num_key_value_heads\": " +
+           n(c.kvHeads) +
+           ",\n"
+           "  \"head_dim\": " +
+           n(c.headDim()) +
+           ",\n"
+           "  \"hidden_act\": \"silu\",\n"
+           "  \"rms_norm_eps\": " +
+           f(c.normEps) +
+           ",\n"
+           "  \"rope_theta\": " +
+           f(c.ropeTheta) +
+           ",\n"
+           "  \"attention_bias\": false,\n"
+           "  \"mlp_bias\": false,\n"
+           "  \"attention_dropout\": 0.0,\n"
+           "  \"initializer_range\": 0.02,\n"
+           "  \"tie_word_embeddings\": " +
+           (c.tieEmbeddings ? "true" : "false") +
+           ",\n"
+           "  \"torch_dtype\": \"float32\"\n"
+           "}\n";
+  }
+  return {};
 }
 
 } // namespace strata::frontend

@@ -42,7 +42,8 @@ Graph expandMlpGraph(const MlpConfig &cfg, int64_t batch,
                      const PresetLocs &locs, int64_t rowTokens);
 
 /// The Hugging Face `config.json` of a preset model that has one (gpt:
-/// GPT2LMHeadModel), as JSON text; empty for other families.
+/// GPT2LMHeadModel, llama: LlamaForCausalLM), as JSON text; empty for
+/// other families.
 std::string hfConfigJson(const ModelSpec &spec);
 
 } // namespace strata::frontend

@@ -105,7 +105,7 @@ MLP_SPEC = {
 # tp=4 replicates them; vocab 255 pads under tp; rotary theta small enough
 # that every position's angles differ visibly.
 LLAMA_BATCH = 8
-LLAMA_CLIP = 1.0
+LLAMA_CLIP = 1.2
 LLAMA_SPEC = {
     "model": {"family": "llama", "vocab": 255, "seq_len": 32, "hidden": 32,
               "heads": 4, "kv_heads": 2, "layers": 4, "ffn_hidden": 64,
@@ -630,10 +630,10 @@ def llama_group():
            lambda: done.update(ok=equivalence(b, "tp4-sp-kv-replicated", pins,
                                               save=ckpt)))
     if done:
-        with open(os.path.join(ckpt, "index.json")) as f:
+        with open(os.path.join(latest(ckpt), "index.json")) as f:
             plan_text = json.load(f).get("plan")
         S.case("llama tp4 per-rank checkpoint: HF names, global shapes, the "
-               "one-rank weights", checkpoint_layout, b, ckpt, plan_text, 4)
+               "one-rank weights", checkpoint_layout, b, latest(ckpt), plan_text, 4)
 
 
 def main():
