@@ -155,8 +155,12 @@ def StrataDecodeStep : Pass<"strata-decode-step", "mlir::ModuleOp"> {
     Every causal attention core -- `matmul(q, k, transpose_b)`, causal
     `softmax`, `matmul(probs, v)` -- becomes one `strata.cached_attention`
     of `max-len` positions (default: the model's seq_len), so each new
-    token costs one position of every other op. The rest of the graph is
-    the training forward's, op for op. Any other softmax is an error.
+    token costs one position of every other op; keys and values repeated
+    for grouped-query attention (`repeat_interleave` over heads) are cached
+    once per kv head. Every `rotary_embedding` becomes
+    `rotary_embedding_at_position` (it rotates by the position being fed).
+    The rest of the graph is the training forward's, op for op. Any other
+    softmax is an error.
   }];
   let options = [
     Option<"maxLen", "max-len", "int64_t", "0",

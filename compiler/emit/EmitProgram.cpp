@@ -577,6 +577,12 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
                  {a.getScale().convertToDouble()});
             return success();
           })
+          .Case([&](RotaryEmbeddingAtPositionOp r) -> LogicalResult {
+            STRATA_OUT(o, r.getResult());
+            emit(rtf::Opcode::RotaryAtPosition, {operand(r.getInput()), o},
+                 {lastDim(r.getInput())}, {r.getTheta().convertToDouble()});
+            return success();
+          })
           .Case([&](AccumulateGradOp) { return success(); })
           .Case([&](func::ReturnOp r) -> LogicalResult {
             if (r.getNumOperands() != 1)

@@ -910,3 +910,22 @@ CachedAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
 int64_t CachedAttentionOp::getFlops() {
   return 4 * numElements(getQuery()) * int64_t(getMaxLen());
 }
+
+LogicalResult RotaryEmbeddingAtPositionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, OpaqueProperties props, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor a(operands, attrs, props, regions);
+  auto in = rankedType(a.getInput());
+  if (in.getRank() < 2 || in.getDimSize(in.getRank() - 2) != 1 ||
+      in.getShape().back() % 2 != 0)
+    return emitOptionalError(loc,
+                             "'strata.rotary_embedding_at_position' needs an "
+                             "input [..., 1, D] with D even, got ",
+                             shapeStr(in.getShape()));
+  results.push_back(in);
+  return success();
+}
+int64_t RotaryEmbeddingAtPositionOp::getFlops() {
+  return 3 * numElements(getInput());
+}

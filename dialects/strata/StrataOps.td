@@ -950,4 +950,27 @@ def Strata_CachedAttentionOp : Strata_Op<"cached_attention",
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def Strata_RotaryEmbeddingAtPositionOp
+    : Strata_Op<"rotary_embedding_at_position",
+                [MemoryEffects<[MemRead]>,
+                 DeclareOpInterfaceMethods<InferTypeOpInterface>,
+                 DeclareOpInterfaceMethods<Strata_CostOpInterface>]> {
+  let summary = "rotary embedding of one new position (generation)";
+  let description = [{
+    `strata.rotary_embedding` of an input `[..., 1, D]` holding one position
+    per sequence: the position is the runtime's position counter `p` (the
+    token being fed), not the index along dimension `-2`, so feature pairs
+    `(i, i + D/2)` are rotated by `p * theta^(-2i/D)`.
+    `strata-decode-step` creates it; it has no gradient.
+
+    ```mlir
+    %q = strata.rotary_embedding_at_position %x {theta = 1.000000e+04 : f64} : (tensor<1x4x1x16xf32>) -> tensor<1x4x1x16xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // STRATA_OPS_TD

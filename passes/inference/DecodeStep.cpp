@@ -66,6 +66,7 @@ struct DecodeStepPass : strata::impl::StrataDecodeStepBase<DecodeStepPass> {
     if (failed(returnLogits(forward)) ||
         failed(cacheAttention(forward, cacheLen)))
       return signalPassFailure();
+    positionRotary(forward);
     forward.setSymName("decode_step");
   }
 
@@ -107,20 +108,53 @@ struct DecodeStepPass : strata::impl::StrataDecodeStepBase<DecodeStepPass> {
             "transpose_b), causal softmax, matmul(probs, v); this softmax "
             "is not part of one");
       OpBuilder b(core->context);
+      // Grouped-query attention repeats each kv head for its query heads;
+      // the cache keeps the kv heads once (kv_attention maps the heads).
+      auto unrepeated = [](Value v) {
+        auto rep = v.getDefiningOp<RepeatInterleaveOp>();
+        return rep && rep.getNormalizedAxis() == 1 ? rep.getInput() : v;
+      };
+      Value key = unrepeated(core->scores.getRhs()),
+            value = unrepeated(core->context.getRhs());
+      if (key.getType() != value.getType()) {
+        key = core->scores.getRhs();
+        value = core->context.getRhs();
+      }
       auto cached = b.create<CachedAttentionOp>(
-          core->context.getLoc(), core->scores.getLhs(), core->scores.getRhs(),
-          core->context.getRhs(),
+          core->context.getLoc(), core->scores.getLhs(), key, value,
           b.getF64FloatAttr(softmax.getScale().convertToDouble()),
           b.getI64IntegerAttr(cacheLen));
       for (StringRef attr : {"strata.layer"})
         if (Attribute a = core->context->getAttr(attr))
           cached->setAttr(attr, a);
+      Value keyIn = core->scores.getRhs(), valueIn = core->context.getRhs();
       core->context.getResult().replaceAllUsesWith(cached.getResult());
       core->context.erase();
       softmax.erase();
       core->scores.erase();
+      for (Value v : {keyIn, valueIn})
+        if (Operation *def = v.getDefiningOp();
+            def && isa<RepeatInterleaveOp>(def) && def->use_empty())
+          def->erase();
     }
     return success();
+  }
+
+  /// A rotary embedding of one position rotates by the position being fed,
+  /// not by the index within the one-position tensor.
+  void positionRotary(func::FuncOp forward) {
+    SmallVector<RotaryEmbeddingOp> rotaries;
+    forward.walk([&](RotaryEmbeddingOp r) { rotaries.push_back(r); });
+    for (RotaryEmbeddingOp r : rotaries) {
+      OpBuilder b(r);
+      auto at = b.create<RotaryEmbeddingAtPositionOp>(
+          r.getLoc(), r.getInput(), r.getThetaAttr());
+      for (StringRef attr : {"strata.layer"})
+        if (Attribute a = r->getAttr(attr))
+          at->setAttr(attr, a);
+      r.getResult().replaceAllUsesWith(at.getResult());
+      r.erase();
+    }
   }
 };
 

@@ -108,6 +108,11 @@ void runSoftmaxFwd(const B &b, const C &) {
   softmaxFwd(b.f32(0), b.f32(1), b.elements[0] / n, n, b.attr(1) != 0,
              float(b.fattr(0)));
 }
+void runRotaryAtPosition(const B &b, const C &ctx) {
+  int64_t dim = b.attr(0);
+  rotaryAtPosition(b.f32(0), b.f32(1), b.elements[0] / dim, dim, ctx.step,
+                   b.fattr(0));
+}
 void runKvAttention(const B &b, const C &ctx) {
   kvAttention(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
               b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4), ctx.step,
@@ -308,6 +313,7 @@ constexpr Entry kEntries[] = {
     {Opcode::SoftmaxFwd, runSoftmaxFwd},
     {Opcode::SoftmaxBwd, runSoftmaxBwd},
     {Opcode::KvAttention, runKvAttention},
+    {Opcode::RotaryAtPosition, runRotaryAtPosition},
     {Opcode::CrossEntropyFwd, runCrossEntropyFwd},
     {Opcode::CrossEntropyBwd, runCrossEntropyBwd},
     {Opcode::CeVpMax, runCeVpMax},

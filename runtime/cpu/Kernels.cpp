@@ -14,6 +14,7 @@
 #include "runtime/cpu/Kernels.h"
 
 #include "runtime/cpu/FastMath.h"
+#include "runtime/kernels/RotaryMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -237,6 +238,26 @@ void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
       yr[j] *= inv;
     for (int64_t j = valid; j < n; ++j)
       yr[j] = 0.0f;
+  }
+}
+
+void rotaryAtPosition(const float *x, float *out, int64_t rows, int64_t dim,
+                      int64_t pos, double theta) {
+  const int64_t half = dim / 2;
+  static thread_local std::vector<float> c, s;
+  c.resize(half);
+  s.resize(half);
+  for (int64_t i = 0; i < half; ++i) {
+    double angle = kernels::rotaryAngle(pos, i, dim, theta);
+    c[i] = float(std::cos(angle));
+    s[i] = float(std::sin(angle));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * dim;
+    float *yr = out + r * dim;
+    for (int64_t i = 0; i < half; ++i)
+      kernels::rotatePair(xr[i], xr[i + half], c[i], s[i], yr[i],
+                          yr[i + half]);
   }
 }
 

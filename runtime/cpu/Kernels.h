@@ -80,6 +80,12 @@ void kvAttention(const float *q, const float *k, const float *v, float *kCache,
                  int64_t kvHeads, int64_t maxLen, int64_t headDim, int64_t pos,
                  float scale);
 
+/// Rotary embedding of rows of `dim` features that all sit at position
+/// `pos` (generation): pairs (i, i + dim/2) rotated by pos * theta^(-2i/dim),
+/// with cos and sin rounded to float as the training kernel's table does.
+void rotaryAtPosition(const float *x, float *out, int64_t rows, int64_t dim,
+                      int64_t pos, double theta);
+
 /// out = softmax(scale * x) over rows of length n. With `causal`, row r is
 /// row i = r mod n of an n x n block and columns j > i are masked (out 0).
 void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,

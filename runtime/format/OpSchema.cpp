@@ -146,6 +146,16 @@ bool verifyKvAttention(VerifyContext &ctx) {
          ctx.expectElements(2, kv) && ctx.expectElements(3, kv * len) &&
          ctx.expectElements(4, kv * len) && ctx.expectElements(5, q);
 }
+bool verifyRotaryAtPosition(VerifyContext &ctx) {
+  int64_t dim = attr(ctx, 0);
+  if (dim < 2 || dim % 2 != 0 || ctx.operands[0]->numElements() % dim != 0) {
+    ctx.error = "rotary_at_position needs an even head_dim dividing operand "
+                "0's " +
+                std::to_string(ctx.operands[0]->numElements()) + " elements";
+    return false;
+  }
+  return ctx.expectElements(1, ctx.operands[0]->numElements());
+}
 bool verifySoftmaxBwd(VerifyContext &ctx) {
   return verifyRows(ctx, {1, 2}, {}, {});
 }
@@ -496,6 +506,7 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::SiluMulBwd, "silu_mul_bwd", {{"gate", In, F32}, {"up", In, F32}, {"dy", In, F32}, {"dgate", Out, F32}, {"dup", Out, F32}}, false, {}, false, {}, true, verifySameSize});
   add({Opcode::RepeatInterleave, "repeat_interleave", {{"x", In, F32}, {"out", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatFwd});
   add({Opcode::RepeatInterleaveBwd, "repeat_interleave_bwd", {{"dy", In, F32}, {"dx", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatBwd});
+  add({Opcode::RotaryAtPosition, "rotary_at_position", {{"x", In, F32}, {"out", Out, F32}}, false, {"dim"}, false, {"theta"}, true, verifyRotaryAtPosition});
   add({Opcode::KvAttention, "kv_attention", {{"q", In, F32}, {"k", In, F32}, {"v", In, F32}, {"k_cache", InOut, F32}, {"v_cache", InOut, F32}, {"out", Out, F32}}, false, {"batch", "heads", "kv_heads", "max_len", "head_dim"}, false, {"scale"}, false, verifyKvAttention});
   add({Opcode::GradSumSq, "grad_sumsq", {{"out", Out, F64}, {"grads", In, F32}}, true, {}, false, {}, false, verifyScalarFirst});
   add({Opcode::ClipGrads, "clip_grads", {{"sumsq", In, F64}, {"grads", InOut, F32}}, true, {}, false, {"max_norm"}, false, verifyScalarFirst});

@@ -209,7 +209,8 @@ int runCompile(const CompileOptions &opts) {
 
   // Generation: the forward of one new position, with key/value caches.
   std::optional<rt::RankProgram> decode;
-  if (spec->family == "gpt" || spec->family == "mlp") {
+  if (spec->family == "gpt" || spec->family == "llama" ||
+      spec->family == "mlp") {
     frontend::LoadOptions decodeLoad;
     decodeLoad.batch = 1;
     decodeLoad.decode = true;

@@ -43,6 +43,21 @@ training:
   seed: 5
 )";
 
+const char *const kLlama = R"(
+model:
+  family: llama
+  vocab: 61
+  seq_len: 10
+  hidden: 32
+  heads: 4
+  kv_heads: 2
+  layers: 2
+  ffn_hidden: 48
+training:
+  global_batch: 2
+  seed: 5
+)";
+
 const char *const kMlp = R"(
 model:
   family: mlp
@@ -168,6 +183,26 @@ protected:
 
 TEST_F(DecodeTest, GptLogitsEqualTheTrainingForwardAtEveryPosition) {
   expectSameLogits(kGpt);
+}
+
+TEST_F(DecodeTest, LlamaLogitsEqualTheTrainingForwardAtEveryPosition) {
+  // Rotary embeddings at the fed position; grouped-query kv heads cached
+  // once.
+  expectSameLogits(kLlama);
+}
+
+TEST_F(DecodeTest, LlamaCachesEachKvHeadOnce) {
+  Program program = compile(kLlama);
+  ASSERT_TRUE(program.decode.has_value());
+  int attentions = 0;
+  for (const Instruction &inst :
+       program.decode->sequence(SequenceKind::Microbatch))
+    if (inst.opcode == Opcode::KvAttention) {
+      ++attentions;
+      EXPECT_EQ(inst.ints[1], 4); // query heads
+      EXPECT_EQ(inst.ints[2], 2); // kv heads
+    }
+  EXPECT_EQ(attentions, 2);
 }
 
 TEST_F(DecodeTest, MlpLogitsEqualTheTrainingForwardAtEveryPosition) {
