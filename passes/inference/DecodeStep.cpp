@@ -147,8 +147,8 @@ struct DecodeStepPass : strata::impl::StrataDecodeStepBase<DecodeStepPass> {
     forward.walk([&](RotaryEmbeddingOp r) { rotaries.push_back(r); });
     for (RotaryEmbeddingOp r : rotaries) {
       OpBuilder b(r);
-      auto at = b.create<RotaryEmbeddingAtPositionOp>(
-          r.getLoc(), r.getInput(), r.getThetaAttr());
+      auto at = b.create<RotaryEmbeddingAtPositionOp>(r.getLoc(), r.getInput(),
+                                                      r.getThetaAttr());
       for (StringRef attr : {"strata.layer"})
         if (Attribute a = r->getAttr(attr))
           at->setAttr(attr, a);

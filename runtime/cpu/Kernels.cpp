@@ -256,8 +256,7 @@ void rotaryAtPosition(const float *x, float *out, int64_t rows, int64_t dim,
     const float *xr = x + r * dim;
     float *yr = out + r * dim;
     for (int64_t i = 0; i < half; ++i)
-      kernels::rotatePair(xr[i], xr[i + half], c[i], s[i], yr[i],
-                          yr[i + half]);
+      kernels::rotatePair(xr[i], xr[i + half], c[i], s[i], yr[i], yr[i + half]);
   }
 }
 

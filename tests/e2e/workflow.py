@@ -338,6 +338,20 @@ def run_group():
                             weights, "--prompt-ids", "5,6,7", "--count", "20").stdout.split()
     S.check(got == want, "generate: greedy tokens (key/value cache) equal the PyTorch "
             "reference's argmax of the full forward", f"{got}\n{want}")
+    # Llama (rotary embeddings, grouped-query attention, untied head).
+    llama = {"model": {"family": "llama", "vocab": 256, "seq_len": 16, "hidden": 32,
+                       "heads": 4, "kv_heads": 2, "layers": 2, "ffn_hidden": 64},
+             "training": {"global_batch": 8, "seed": 5}}
+    llama_spec = S.write_text("llama.yaml", yaml.safe_dump(llama, sort_keys=False))
+    llama_bin, llama_init = compile_(llama_spec, "llama"), S.path("llama.safetensors")
+    S.reference_tool("make_inputs.py", "--model-yaml", llama_spec, "--init-out", llama_init)
+    got = S.run([llama_bin, "--generate", 12, "--init", llama_init, "--prompt-ids",
+                 "3,1,4,1,5", "--temperature", "0"]).stdout.split()
+    want = S.reference_tool("infer.py", "greedy", "--model-yaml", llama_spec, "--weights",
+                            llama_init, "--prompt-ids", "3,1,4,1,5",
+                            "--count", "12").stdout.split()
+    S.check(got == want, "generate (llama): greedy tokens equal the PyTorch reference's",
+            f"{got}\n{want}")
     # Past seq_len (16) the context restarts from its last half.
     long = S.run([one, "--generate", 40, "--init", weights, "--prompt-ids", "1",
                   "--temperature", "0.8", "--top-k", "20", "--seed", "3"]).stdout.split()

@@ -46,11 +46,11 @@ def evaluate(model, mcfg, t, tokens, batches, order, seed):
     return sum(losses) / len(losses)
 
 
-def greedy(model, prompt, count):
+def greedy(model, prompt, count, seq_len):
     ids = list(prompt)
     with torch.no_grad():
         for _ in range(count):
-            logits = model.logits(torch.tensor([ids[-model.wpe.weight.shape[0]:]]))
+            logits = model.logits(torch.tensor([ids[-seq_len:]]))
             ids.append(int(torch.argmax(logits[0, -1])))
     return ids
 
@@ -81,7 +81,7 @@ def main(argv=None):
                                            args.data_order, seed)}))
     else:
         prompt = [int(x) for x in args.prompt_ids.split(",")]
-        print(" ".join(map(str, greedy(model, prompt, args.count))))
+        print(" ".join(map(str, greedy(model, prompt, args.count, mcfg.seq_len))))
     return 0
 
 
