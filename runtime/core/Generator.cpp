@@ -23,7 +23,8 @@ Generator::Generator(const Program &program, std::unique_ptr<Device> device)
   if (!program.decode)
     fail("this program has no inference program (model family '",
          program.meta.family,
-         "'); generation needs a gpt or mlp model compiled by a strata that "
+         "'); generation needs a gpt, llama or mlp model compiled by a strata "
+         "that "
          "emits one: recompile it");
   decode_ = *program.decode;
   maxPositions_ = meta_.seqLen;
