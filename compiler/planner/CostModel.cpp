@@ -81,6 +81,32 @@ double AnalyticalCostModel::gemmTime(double M, double N, double K,
   return std::max(compute, memory) + d.kernelOverheadS;
 }
 
+double AnalyticalCostModel::fusedAttentionTime(double heads, double s,
+                                               double d,
+                                               bool backward) const {
+  const DeviceSpec &dev = c.device;
+  // Forward: QK^T and PV (2 GEMMs of 2·s·s·d); backward: QK^T again, dV,
+  // dP, dQ and dK (5). A causal mask skips the blocks above the diagonal.
+  double gemms = backward ? 5 : 2;
+  double causal = m.causal ? 0.5 : 1.0;
+  double flops = gemms * 2 * s * s * d * heads * causal;
+  // One thread block per 128 query rows of one head.
+  double tileEff = 1.0;
+  if (dev.computeUnits > 0) {
+    double blocks = std::ceil(s / dev.gemmTile) * heads;
+    double waves = std::ceil(blocks / dev.computeUnits);
+    tileEff = blocks / (waves * dev.computeUnits);
+  }
+  double depth = s * causal; // keys each query block iterates over
+  double depthEff = depth / (depth + dev.gemmDepthHalf);
+  double compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
+  // Q, K, V read and O written; backward also reads O, dO and writes dQ, dK,
+  // dV.
+  double bytes = double(m.dtypeBytes) * s * d * heads * (backward ? 8 : 4);
+  double memory = bytes / (dev.memoryBandwidth * dev.memoryEfficiency);
+  return std::max(compute, memory) + dev.kernelOverheadS;
+}
+
 double AnalyticalCostModel::memoryBoundTime(double bytes) const {
   return bytes / (c.device.memoryBandwidth * c.device.memoryEfficiency) +
          c.device.kernelOverheadS;
@@ -181,13 +207,16 @@ struct LayerOp {
   double M = 0, N = 0, K = 0, batch = 1;
   double elements = 0, fwdBytes = 0, bwdBytes = 0;
   bool attentionCore = false; ///< recomputed under selective recomputation
+  /// A fused attention kernel: QK^T and PV ([s,s]x[s,d], `batch` = b·heads
+  /// each) on chip; only Q, K, V, O and dO/dQ/dK/dV touch memory.
+  bool flash = false;
   /// Bytes saved for backward per micro-batch (activation dtype + masks).
   double saved = 0;
 };
 } // namespace
 
 static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
-                                     bool sp) {
+                                     bool sp, bool fused) {
   double s = m.seqLen, h = m.hidden, f = m.ffnHidden, a = m.heads;
   double e = m.dtypeBytes, T = b * s;
   // Outside the tensor-parallel regions each rank holds the full [T, h]
@@ -233,15 +262,25 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     gemm(T, qkvLocal, h, 1, T * h * e / outside); // qkv; saves its input
     if (!m.learnedPositions) // rotary embeddings of q and k
       pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
-    gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
-    // Scale + mask + softmax (fused); saves its output.
-    pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
-    if (m.dropout) // attention dropout; saves the mask
-      pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s,
-                true);
-    // probs x V; saves (dropped) probs and V.
-    gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
-    pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
+    if (fused) {
+      // One kernel: saves Q, K, V (O is the projection's saved input) and
+      // the fp32 log-sum-exp per query row; dropout masks are regenerated.
+      LayerOp o;
+      o.flash = true;
+      o.M = s, o.N = s, o.K = d, o.batch = b * heads;
+      o.saved = T * qkvLocal * e + b * heads * s * 4;
+      ops.push_back(o);
+    } else {
+      gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
+      // Scale + mask + softmax (fused); saves its output.
+      pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
+      if (m.dropout) // attention dropout; saves the mask
+        pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s,
+                  true);
+      // probs x V; saves (dropped) probs and V.
+      gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
+      pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
+    }
     gemm(T, h, h / t, 1, T * h / t * e);   // projection; saves its input
     residual();
     layerNorm();
@@ -279,10 +318,14 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
   }
   LayerCost lc;
   double coreFwd = 0, coreSaved = 0;
+  bool fused = fusedAttention();
   for (const LayerOp &o :
-       layerOps(m, double(p.microBatch), double(p.tp), p.sp)) {
+       layerOps(m, double(p.microBatch), double(p.tp), p.sp, fused)) {
     double fwd, bwd;
-    if (o.gemm) {
+    if (o.flash) {
+      fwd = fusedAttentionTime(o.batch, o.M, o.K, false);
+      bwd = fusedAttentionTime(o.batch, o.M, o.K, true);
+    } else if (o.gemm) {
       fwd = gemmTime(o.M, o.N, o.K, o.batch);
       // dX = dY W^T and dW = X^T dY.
       bwd = gemmTime(o.M, o.K, o.N, o.batch) + gemmTime(o.K, o.N, o.M, o.batch);
@@ -309,7 +352,7 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     lc.recompute = coreFwd;
     lc.transient = coreSaved;
     lc.saved -= coreSaved;
-    if (m.kind == ModelDesc::Kind::Transformer) {
+    if (m.kind == ModelDesc::Kind::Transformer && !fused) {
       double kvLocal = m.replicatesKvHeads(p.tp)
                            ? double(m.hidden / m.heads)
                            : double(m.kvWidth()) / double(p.tp);
@@ -347,9 +390,11 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
 double AnalyticalCostModel::layerForwardFlops(int64_t microBatch,
                                               int64_t tp) const {
   double flops = 0;
-  for (const LayerOp &o : layerOps(m, double(microBatch), double(tp), false))
-    if (o.gemm)
-      flops += 2 * o.M * o.N * o.K * o.batch;
+  // Model FLOPs count the full (unmasked) score matrix, as sources do.
+  for (const LayerOp &o :
+       layerOps(m, double(microBatch), double(tp), false, fusedAttention()))
+    if (o.gemm || o.flash)
+      flops += 2 * o.M * o.N * o.K * o.batch * (o.flash ? 2 : 1);
   return flops;
 }
 

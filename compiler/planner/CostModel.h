@@ -94,6 +94,16 @@ public:
   /// rank moves shared-memory MPI traffic with the same core that computes.
   bool commOverlapsCompute() const { return c.device.kind != "cpu"; }
   double gemmTime(double M, double N, double K, double batch) const;
+  /// Whether attention is costed as one fused kernel: the model asks for it
+  /// (the default) and the devices are GPUs, where production runs use
+  /// FlashAttention-style kernels; CPU ranks run Strata's unfused kernels.
+  bool fusedAttention() const {
+    return m.attention == ModelDesc::Attention::Fused && c.device.kind != "cpu";
+  }
+  /// One fused attention kernel over `heads` (micro-batch x local heads)
+  /// independent [s, d] heads, forward or backward.
+  double fusedAttentionTime(double heads, double s, double d,
+                            bool backward) const;
   double memoryBoundTime(double bytes) const;
   /// Collective times for `bytes` per member over a group of `size` ranks
   /// `stride` apart; the best of ring, tree and hierarchical ring.

@@ -21,6 +21,8 @@ inline ModelDesc gpt(int64_t hidden, int64_t heads, int64_t layers,
   m.ffnHidden = 4 * hidden;
   m.dtype = "bfloat16";
   m.dtypeBytes = 2;
+  // The hand-derived formulas (Korthikanti et al.) are for stored scores.
+  m.attention = ModelDesc::Attention::Unfused;
   return m;
 }
 

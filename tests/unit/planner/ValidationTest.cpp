@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -51,6 +52,12 @@ static std::vector<Row> readRows(const std::string &path) {
   return rows;
 }
 
+/// ../shared/validation beside the clone, or $STRATA_VALIDATION_DIR.
+static std::string validationDir() {
+  const char *dir = std::getenv("STRATA_VALIDATION_DIR");
+  return dir ? dir : STRATA_VALIDATION_DIR;
+}
+
 /// The paper's per-iteration FLOPs (with forward recomputation).
 static double megatronFlops(const Row &r) {
   double B = r.globalBatch, s = 2048, l = r.layers, h = r.hidden, V = 51200;
@@ -58,8 +65,7 @@ static double megatronFlops(const Row &r) {
 }
 
 TEST(Validation, MegatronWeakScalingRows) {
-  std::string path =
-      std::string(STRATA_VALIDATION_DIR) + "/megatron-sc21-weak-scaling.csv";
+  std::string path = validationDir() + "/megatron-sc21-weak-scaling.csv";
   if (!std::ifstream(path))
     GTEST_SKIP() << "validation data not found at " << path
                  << " (CI places ../shared beside the clone)";
@@ -67,7 +73,7 @@ TEST(Validation, MegatronWeakScalingRows) {
   ASSERT_FALSE(rows.empty()) << "no rows parsed from " << path;
   for (const Row &r : rows) {
     SCOPED_TRACE(std::to_string(r.paramsB) + "B on " + std::to_string(r.gpus));
-    ModelDesc m = gpt(r.hidden, r.heads, r.layers);
+    ModelDesc m = gpt(r.hidden, r.heads, r.layers); // unfused, as in 2021
     ClusterSpec c = preset("dgx-a100:" + std::to_string(r.gpus / 8));
     SearchOptions pinned;
     pinned.globalBatch = r.globalBatch;
