@@ -121,8 +121,12 @@ static ClusterSpec dgxA100(int64_t nodes) {
 }
 
 static ClusterSpec dgxH100(int64_t nodes) {
-  return dgx("dgx-h100", nodes, "H100-SXM5-80GB", 989e12, 67e12, 3350e9, 132,
-             450e9, 50e9);
+  ClusterSpec c = dgx("dgx-h100", nodes, "H100-SXM5-80GB", 989e12, 67e12,
+                      3350e9, 132, 450e9, 50e9);
+  // Third-generation NVSwitch reduces in the switch (NVLS): nccl-tests
+  // all_reduce_perf on 8 H100 SXM reports 460-480 GB/s bus bandwidth.
+  c.levels[0].nvlsBusBandwidth = 480e9;
+  return c;
 }
 
 static ClusterSpec localRanks(int64_t ranks) {

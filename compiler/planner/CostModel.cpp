@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/CostModel.h"
+#include "compiler/planner/Collectives.h"
 
 #include <algorithm>
 #include <cmath>
@@ -121,72 +122,31 @@ double AnalyticalCostModel::levelBandwidth(size_t l) const {
   return lv.bandwidth * lv.efficiency / lv.oversubscription;
 }
 
-/// Flat ring: every step moves bytes/n over each hop at once; a hop that
-/// leaves a level-l unit shares that unit's links among the group's members
-/// inside it (one ring channel per member, as NCCL does), so the slowest
-/// crossed level bounds the whole ring.
-double AnalyticalCostModel::ringTime(double bytes, const GroupSpan &s,
-                                     bool allReduce) const {
-  double n = double(s.members.back());
-  double bw = 1e300, alpha = 0;
-  for (size_t l = 0; l < s.members.size(); ++l) {
-    int64_t below = l == 0 ? 1 : s.members[l - 1];
-    if (s.members[l] == below)
-      continue; // the group does not cross this level's units
-    bw = std::min(bw, double(below) * levelBandwidth(l));
-    alpha = std::max(alpha, c.levels[l].latencyS);
-  }
-  double steps = (allReduce ? 2.0 : 1.0) * (n - 1);
-  return steps / n * bytes / bw + steps * alpha;
-}
-
-/// Hierarchical ring: reduce-scatter inside each level's units from the
-/// innermost out, so each level moves only what the level below left.
-double AnalyticalCostModel::hierarchicalTime(double bytes, const GroupSpan &s,
-                                             bool allReduce) const {
-  double t = 0;
-  for (size_t l = 0; l < s.members.size(); ++l) {
-    int64_t below = l == 0 ? 1 : s.members[l - 1];
-    double k = double(s.members[l]) / double(below);
-    if (k <= 1)
-      continue;
-    double chunk = bytes / double(below);
-    double steps = (allReduce ? 2.0 : 1.0) * (k - 1);
-    t += steps / k * chunk / levelBandwidth(l) + steps * c.levels[l].latencyS;
-  }
-  return t;
-}
-
 double AnalyticalCostModel::allReduceTime(double bytes, int64_t stride,
                                           int64_t size) const {
   if (size <= 1 || bytes <= 0)
     return 0;
-  GroupSpan s = spanOf(c, stride, size);
-  double ring = ringTime(bytes, s, true);
-  double hier = hierarchicalTime(bytes, s, true);
-  // Double binary tree: log-depth latency, twice the data over the slowest
-  // crossed level.
-  size_t outer = s.outermostLevel();
-  double treeBw = 1e300;
-  for (size_t l = 0; l <= outer; ++l)
-    treeBw = std::min(treeBw, levelBandwidth(l));
-  double tree =
-      2 * std::ceil(std::log2(double(size))) * c.levels[outer].latencyS +
-      2 * bytes / treeBw;
-  return std::min({ring, hier, tree});
+  return collectiveCost(c, Collective::AllReduce, bytes,
+                        spanOf(c, stride, size))
+      .timeS;
 }
 
 double AnalyticalCostModel::reduceScatterTime(double bytes, int64_t stride,
                                               int64_t size) const {
   if (size <= 1 || bytes <= 0)
     return 0;
-  GroupSpan s = spanOf(c, stride, size);
-  return std::min(ringTime(bytes, s, false), hierarchicalTime(bytes, s, false));
+  return collectiveCost(c, Collective::ReduceScatter, bytes,
+                        spanOf(c, stride, size))
+      .timeS;
 }
 
 double AnalyticalCostModel::allGatherTime(double bytes, int64_t stride,
                                           int64_t size) const {
-  return reduceScatterTime(bytes, stride, size);
+  if (size <= 1 || bytes <= 0)
+    return 0;
+  return collectiveCost(c, Collective::AllGather, bytes,
+                        spanOf(c, stride, size))
+      .timeS;
 }
 
 double AnalyticalCostModel::sendRecvTime(double bytes, int64_t stride) const {

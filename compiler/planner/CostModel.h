@@ -106,7 +106,7 @@ public:
                             bool backward) const;
   double memoryBoundTime(double bytes) const;
   /// Collective times for `bytes` per member over a group of `size` ranks
-  /// `stride` apart; the best of ring, tree and hierarchical ring.
+  /// `stride` apart, as the cluster's library runs them (Collectives.h).
   double allReduceTime(double bytes, int64_t stride, int64_t size) const;
   double reduceScatterTime(double bytes, int64_t stride, int64_t size) const;
   double allGatherTime(double bytes, int64_t stride, int64_t size) const;
@@ -122,9 +122,6 @@ private:
     double saved = 0, transient = 0;
   };
   LayerCost layerCost(const Plan &plan) const;
-  double ringTime(double bytes, const GroupSpan &span, bool allReduce) const;
-  double hierarchicalTime(double bytes, const GroupSpan &span,
-                          bool allReduce) const;
   double levelBandwidth(size_t l) const;
 
   ModelDesc m;
