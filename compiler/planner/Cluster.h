@@ -49,6 +49,13 @@ struct DeviceSpec {
   double memoryEfficiency = 0.8; ///< sustained fraction of bandwidth
   double kernelOverheadS = 5e-6; ///< fixed cost per kernel launch
   double reservedBytes = 0;      ///< runtime/context memory not for tensors
+  /// Compute units the collective library's kernels occupy while they run
+  /// (NCCL: one thread block per channel); compute overlapped with a
+  /// collective runs on the rest. 0 = communication uses no compute units.
+  int collectiveUnits = 0;
+  /// Exponentials per second of the special-function units (softmax inside
+  /// a fused attention kernel); 0 = not modelled.
+  double expRate = 0;
 
   /// Peak for `dtype`, falling back to float32's; 0 if neither is given.
   double peakFor(const std::string &dtype) const;

@@ -101,11 +101,30 @@ double AnalyticalCostModel::fusedAttentionTime(double heads, double s,
   double depth = s * causal; // keys each query block iterates over
   double depthEff = depth / (depth + dev.gemmDepthHalf);
   double compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
+  // Softmax exponentials on the special-function units, one per unmasked
+  // score forward and again backward (P is rebuilt), serialised with the
+  // tensor-core work within each thread block (FlashAttention-2's loop).
+  if (dev.expRate > 0)
+    compute += s * s * heads * causal / (dev.expRate * tileEff);
   // Q, K, V read and O written; backward also reads O, dO and writes dQ, dK,
   // dV.
   double bytes = double(m.dtypeBytes) * s * d * heads * (backward ? 8 : 4);
   double memory = bytes / (dev.memoryBandwidth * dev.memoryEfficiency);
   return std::max(compute, memory) + dev.kernelOverheadS;
+}
+
+double AnalyticalCostModel::overlappedCommTime(double comm,
+                                               double compute) const {
+  if (!commOverlapsCompute())
+    return comm;
+  const DeviceSpec &d = c.device;
+  double f = d.computeUnits > 0
+                 ? std::min(0.5, double(d.collectiveUnits) / d.computeUnits)
+                 : 0.0;
+  // While both run, the kernels get (1 - f) of the units: the compute
+  // stretches by f per second of overlap; the collective's excess shows.
+  double stretched = compute + f * std::min(comm, compute);
+  return std::max(comm, stretched) - compute;
 }
 
 double AnalyticalCostModel::memoryBoundTime(double bytes) const {
@@ -439,16 +458,20 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   statics(embedParams, sc.firstWeights, sc.firstGrads, sc.firstOptState);
   statics(headParams, sc.lastWeights, sc.lastGrads, sc.lastOptState);
 
-  // ZeRO-3 gathers each layer's parameters for forward, backward and any
-  // recomputation, and reduce-scatters its gradients, every micro-batch;
-  // prefetching hides what fits under the layer's own compute.
+  // ZeRO-3 (FSDP) gathers each layer's parameters once in the forward pass
+  // and once in the backward pass (recomputation runs inside the latter),
+  // and reduce-scatters its gradients, every micro-batch. Prefetch depth 1
+  // (the runtime's and FSDP's): layer i+1's gather runs under layer i's
+  // compute of the same pass, the backward's reduce-scatter under the next
+  // layer's backward; what outlasts that compute is exposed, and the first
+  // layer's forward gather of each micro-batch has nothing to hide under.
   if (p.zero >= 3 && p.dp > 1) {
     double bytes = layerParams * e;
-    double gathers = 2 + (p.recompute == Recompute::Full ? 1 : 0);
-    double comm = gathers * allGatherTime(bytes, dpStride, p.dp) +
-                  reduceScatterTime(bytes, dpStride, p.dp);
-    sc.layerZeroComm =
-        commOverlapsCompute() ? std::max(0.0, comm - sc.layerCompute) : comm;
+    double ag = allGatherTime(bytes, dpStride, p.dp);
+    double rs = reduceScatterTime(bytes, dpStride, p.dp);
+    sc.layerZeroComm = overlappedCommTime(ag, lc.fwd) +
+                       overlappedCommTime(ag + rs, lc.bwd + lc.recompute);
+    sc.zeroFirstGather = commOverlapsCompute() ? ag : 0;
   }
 
   // Embedding: gather rows, add positions, dropout; backward scatter-adds.
@@ -494,8 +517,10 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     sc.commBuffers += 2 * T * h * e; // send and receive buffers
   if (p.sp && p.tp > 1)
     sc.commBuffers += T * h * e; // all-gathered sequence
+  // Current + prefetched gathered layer, and the layer's unsharded
+  // gradient before its reduce-scatter.
   if (p.zero >= 3 && p.dp > 1)
-    sc.commBuffers += 2 * layerParams * e; // current + prefetched layer
+    sc.commBuffers += 3 * layerParams * e;
 
   // Step-level terms use an average stage (L/pp layers) plus the embedding,
   // so they do not depend on the layer assignment the search optimises.
@@ -510,8 +535,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     // compute it overlaps, and at least the last bucket; everything where
     // the device cannot overlap at all.
     auto exposed = [&](double comm, double hiding) {
-      return commOverlapsCompute() ? std::max(comm - hiding, comm * lastBucket)
-                                   : comm;
+      double last = commOverlapsCompute() ? comm * lastBucket : 0;
+      return last + overlappedCommTime(comm - last, hiding);
     };
     if (p.zero == 0) {
       sc.dpExposed = exposed(allReduceTime(bytes, dpStride, p.dp), backward);
@@ -539,7 +564,7 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
   std::vector<double> deviceTime(pp);
   int64_t critical = 0;
   for (int64_t d = 0; d < pp; ++d) {
-    double t = layersOn[d] * sc.layerTime() + sc.p2pPerMicrobatch;
+    double t = layersOn[d] * sc.layerTime() + sc.perMicrobatchComm();
     if (d == 0)
       t += sc.firstCompute + sc.firstTpComm;
     if (d == pp - 1)
@@ -556,7 +581,7 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
            (critical == pp - 1 ? sc.lastCompute : 0));
   tb.tpComm = M * (n * sc.layerTpComm + (critical == 0 ? sc.firstTpComm : 0) +
                    (critical == pp - 1 ? sc.lastTpComm : 0));
-  tb.zeroComm = M * n * sc.layerZeroComm;
+  tb.zeroComm = M * (n * sc.layerZeroComm + sc.zeroFirstGather);
   tb.ppComm = M * sc.p2pPerMicrobatch;
   tb.bubble = std::max(0.0, pipe - M * deviceTime[critical]);
   tb.dpComm = sc.dpExposed;

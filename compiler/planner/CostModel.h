@@ -37,6 +37,9 @@ struct StageCosts {
   double lastCompute = 0, lastTpComm = 0;
   /// Pipeline send/recv a device exposes per micro-batch (all its chunks).
   double p2pPerMicrobatch = 0;
+  /// ZeRO-3: the first layer's forward gather, exposed per micro-batch.
+  double zeroFirstGather = 0;
+  double perMicrobatchComm() const { return p2pPerMicrobatch + zeroFirstGather; }
   /// Step-level terms, independent of the layer assignment (see
   /// docs/cost-model.md for why the data-parallel term uses an average stage).
   double dpExposed = 0, optimizer = 0;
@@ -105,6 +108,11 @@ public:
   double fusedAttentionTime(double heads, double s, double d,
                             bool backward) const;
   double memoryBoundTime(double bytes) const;
+  /// What a collective of `comm` seconds adds to `compute` seconds of
+  /// kernels it overlaps: the compute units its kernels occupy
+  /// (DeviceSpec::collectiveUnits) slow the compute while both run, and
+  /// what outlasts the compute is exposed; all of it where nothing overlaps.
+  double overlappedCommTime(double comm, double compute) const;
   /// Collective times for `bytes` per member over a group of `size` ranks
   /// `stride` apart, as the cluster's library runs them (Collectives.h).
   double allReduceTime(double bytes, int64_t stride, int64_t size) const;

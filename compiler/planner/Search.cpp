@@ -156,7 +156,7 @@ static bool deviceSlots(const Plan &p, const StageCosts &sc, int64_t layers,
   out.extra.assign(P, 0);
   out.cap.assign(P, 0);
   for (int64_t d = 0; d < P; ++d) {
-    double extra = sc.p2pPerMicrobatch;
+    double extra = sc.perMicrobatchComm();
     if (d == 0)
       extra += sc.firstCompute + sc.firstTpComm;
     if (d == P - 1)
@@ -562,10 +562,10 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                       double per = double(L) / double(pp);
                       double first = sc.firstCompute + sc.firstTpComm;
                       double last = sc.lastCompute + sc.lastTpComm;
-                      maxLoad = per * lt + sc.p2pPerMicrobatch +
+                      maxLoad = per * lt + sc.perMicrobatchComm() +
                                 std::max(first, last);
                       sumLoad = double(L) * lt + first + last +
-                                double(pp) * sc.p2pPerMicrobatch;
+                                double(pp) * sc.perMicrobatchComm();
                     } else {
                       DeviceSlots s;
                       if (!deviceSlots(p, sc, L, s))
