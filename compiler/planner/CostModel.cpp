@@ -141,31 +141,41 @@ double AnalyticalCostModel::levelBandwidth(size_t l) const {
   return lv.bandwidth * lv.efficiency / lv.oversubscription;
 }
 
+double AnalyticalCostModel::cachedCollective(Collective kind, double bytes,
+                                             int64_t stride,
+                                             int64_t size) const {
+  auto key = std::make_tuple(int(kind), bytes, stride, size);
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto it = collectiveCache.find(key);
+    if (it != collectiveCache.end())
+      return it->second;
+  }
+  double t = collectiveCost(c, kind, bytes, spanOf(c, stride, size)).timeS;
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  collectiveCache.emplace(key, t);
+  return t;
+}
+
 double AnalyticalCostModel::allReduceTime(double bytes, int64_t stride,
                                           int64_t size) const {
   if (size <= 1 || bytes <= 0)
     return 0;
-  return collectiveCost(c, Collective::AllReduce, bytes,
-                        spanOf(c, stride, size))
-      .timeS;
+  return cachedCollective(Collective::AllReduce, bytes, stride, size);
 }
 
 double AnalyticalCostModel::reduceScatterTime(double bytes, int64_t stride,
                                               int64_t size) const {
   if (size <= 1 || bytes <= 0)
     return 0;
-  return collectiveCost(c, Collective::ReduceScatter, bytes,
-                        spanOf(c, stride, size))
-      .timeS;
+  return cachedCollective(Collective::ReduceScatter, bytes, stride, size);
 }
 
 double AnalyticalCostModel::allGatherTime(double bytes, int64_t stride,
                                           int64_t size) const {
   if (size <= 1 || bytes <= 0)
     return 0;
-  return collectiveCost(c, Collective::AllGather, bytes,
-                        spanOf(c, stride, size))
-      .timeS;
+  return cachedCollective(Collective::AllGather, bytes, stride, size);
 }
 
 double AnalyticalCostModel::sendRecvTime(double bytes, int64_t stride) const {
@@ -472,6 +482,15 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     sc.layerZeroComm = overlappedCommTime(ag, lc.fwd) +
                        overlappedCommTime(ag + rs, lc.bwd + lc.recompute);
     sc.zeroFirstGather = commOverlapsCompute() ? ag : 0;
+    // The embedding and the head are gathered at the start of their pass
+    // (nothing to hide under) and reduce-scattered at its end.
+    auto ends = [&](double params) {
+      double b = params * e;
+      return 2 * allGatherTime(b, dpStride, p.dp) +
+             reduceScatterTime(b, dpStride, p.dp);
+    };
+    sc.firstZeroComm = ends(embedParams);
+    sc.lastZeroComm = ends(headParams);
   }
 
   // Embedding: gather rows, add positions, dropout; backward scatter-adds.
@@ -538,13 +557,25 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
       double last = commOverlapsCompute() ? comm * lastBucket : 0;
       return last + overlappedCommTime(comm - last, hiding);
     };
+    // One collective per bucket, each paying the library's latency (at
+    // hundreds of ranks a ring's 2(p-1) steps cost milliseconds).
+    double buckets =
+        std::max(1.0, std::ceil(bytes / double(std::max<int64_t>(
+                                            1, p.bucketBytes))));
+    auto bucketed = [&](double (AnalyticalCostModel::*op)(double, int64_t,
+                                                          int64_t) const,
+                        double total) {
+      return buckets * (this->*op)(total / buckets, dpStride, p.dp);
+    };
     if (p.zero == 0) {
-      sc.dpExposed = exposed(allReduceTime(bytes, dpStride, p.dp), backward);
+      sc.dpExposed = exposed(
+          bucketed(&AnalyticalCostModel::allReduceTime, bytes), backward);
     } else {
       // Reduce-scatter hides under the last backward, the parameter
-      // all-gather under the next step's first forward.
-      double rs = reduceScatterTime(bytes, dpStride, p.dp);
-      double ag = allGatherTime(stageParams * e, dpStride, p.dp);
+      // all-gather (same buckets) under the next step's first forward.
+      double rs = bucketed(&AnalyticalCostModel::reduceScatterTime, bytes);
+      double ag =
+          bucketed(&AnalyticalCostModel::allGatherTime, stageParams * e);
       sc.dpExposed = exposed(rs, backward) + exposed(ag, forward);
     }
   }
@@ -566,9 +597,9 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
   for (int64_t d = 0; d < pp; ++d) {
     double t = layersOn[d] * sc.layerTime() + sc.perMicrobatchComm();
     if (d == 0)
-      t += sc.firstCompute + sc.firstTpComm;
+      t += sc.firstExtra();
     if (d == pp - 1)
-      t += sc.lastCompute + sc.lastTpComm;
+      t += sc.lastExtra();
     deviceTime[d] = t;
     if (t > deviceTime[critical])
       critical = d;
@@ -581,7 +612,9 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
            (critical == pp - 1 ? sc.lastCompute : 0));
   tb.tpComm = M * (n * sc.layerTpComm + (critical == 0 ? sc.firstTpComm : 0) +
                    (critical == pp - 1 ? sc.lastTpComm : 0));
-  tb.zeroComm = M * (n * sc.layerZeroComm + sc.zeroFirstGather);
+  tb.zeroComm = M * (n * sc.layerZeroComm + sc.zeroFirstGather +
+                     (critical == 0 ? sc.firstZeroComm : 0) +
+                     (critical == pp - 1 ? sc.lastZeroComm : 0));
   tb.ppComm = M * sc.p2pPerMicrobatch;
   tb.bubble = std::max(0.0, pipe - M * deviceTime[critical]);
   tb.dpComm = sc.dpExposed;

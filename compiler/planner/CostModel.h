@@ -13,6 +13,7 @@
 #define STRATA_COMPILER_PLANNER_COSTMODEL_H
 
 #include "compiler/planner/Cluster.h"
+#include "compiler/planner/Collectives.h"
 #include "compiler/planner/ModelDesc.h"
 #include "compiler/planner/Plan.h"
 
@@ -35,6 +36,11 @@ struct StageCosts {
   // Extra work of the first stage (embedding) and the last (head + loss).
   double firstCompute = 0, firstTpComm = 0;
   double lastCompute = 0, lastTpComm = 0;
+  /// ZeRO-3: the embedding's (first) and head's (last) parameter gathers
+  /// and gradient reduce-scatter, per micro-batch.
+  double firstZeroComm = 0, lastZeroComm = 0;
+  double firstExtra() const { return firstCompute + firstTpComm + firstZeroComm; }
+  double lastExtra() const { return lastCompute + lastTpComm + lastZeroComm; }
   /// Pipeline send/recv a device exposes per micro-batch (all its chunks).
   double p2pPerMicrobatch = 0;
   /// ZeRO-3: the first layer's forward gather, exposed per micro-batch.
@@ -131,6 +137,8 @@ private:
   };
   LayerCost layerCost(const Plan &plan) const;
   double levelBandwidth(size_t l) const;
+  double cachedCollective(Collective kind, double bytes, int64_t stride,
+                          int64_t size) const;
 
   ModelDesc m;
   ClusterSpec c;
@@ -140,6 +148,8 @@ private:
   mutable std::mutex cacheMutex;
   mutable std::map<std::tuple<int64_t, int64_t, int, bool, int64_t>, LayerCost>
       layerCache;
+  mutable std::map<std::tuple<int, double, int64_t, int64_t>, double>
+      collectiveCache;
 };
 
 } // namespace strata::planner
