@@ -178,6 +178,19 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     else if (contains(zero, "distributed optimizer") ||
              contains(zero, "ZeRO-1"))
       pin("zero=1");
+    // Gradient buckets as the framework forms them: PyTorch FSDP reduces
+    // one wrapped transformer block at a time; Megatron-LM's DDP buckets
+    // max(40M, 1M x dp) parameters; DeepSpeed's default reduce bucket is
+    // 500M elements.
+    double layerBytes = double(m.layerParams()) * double(m.dtypeBytes);
+    if (contains(framework, "FSDP") || contains(framework, "Composer"))
+      pin("bucket_bytes=" + std::to_string(int64_t(layerBytes)));
+    else if (contains(framework, "DeepSpeed"))
+      pin("bucket_bytes=" + std::to_string(int64_t(500e6) * m.dtypeBytes));
+    else if (contains(framework, "Megatron") || contains(framework, "NeMo"))
+      pin("bucket_bytes=" +
+          std::to_string(std::max<int64_t>(40000000, 1000000 * dp) *
+                         m.dtypeBytes));
     std::string rc = get("recompute");
     if (rc == "none")
       pin("recompute=none");
