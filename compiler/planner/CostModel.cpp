@@ -645,6 +645,7 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
                       (d == pp - 1 ? sc.lastActivation : 0);
     mem.commBuffers = sc.commBuffers;
     mem.reserved = sc.reserved;
+    est.stageMemory.push_back(mem);
     if (mem.total() > peakMem) {
       peakMem = mem.total();
       est.memory = mem;
