@@ -181,6 +181,12 @@ struct LayerOp {
   double M = 0, N = 0, K = 0, batch = 1;
   double elements = 0, fwdBytes = 0, bwdBytes = 0;
   bool attentionCore = false; ///< recomputed under selective recomputation
+  /// Fraction of the GEMM's tiles computed (fused causal attention skips
+  /// the tiles above the diagonal).
+  double work = 1.0;
+  /// The forward GEMM runs again in the backward pass (fused attention
+  /// recomputes Q K^T from the saved log-sum-exp).
+  bool forwardAgainInBackward = false;
   /// Bytes saved for backward per micro-batch (activation dtype + masks).
   double saved = 0;
 };
@@ -233,14 +239,28 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     gemm(T, qkvLocal, h, 1, T * h * e / outside); // qkv; saves its input
     if (!m.learnedPositions) // rotary embeddings of q and k
       pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
-    gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
-    // Scale + mask + softmax (fused); saves its output.
-    pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
-    if (m.dropout) // attention dropout; saves the mask
-      pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s,
-                true);
-    // probs x V; saves (dropped) probs and V.
-    gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
+    if (m.fusedAttention) {
+      // FlashAttention-2 (strata.causal_attention): Q K^T and P V over the
+      // tiles at or below the diagonal (64-row tiles, as the CPU kernel);
+      // softmax, mask and scale stay in the tile. Saves Q, K and V (kv
+      // heads once), the output and an fp32 log-sum-exp per row; the
+      // backward recomputes Q K^T. No dropout of the probabilities.
+      double causal = std::min(1.0, 0.5 * (1.0 + 64.0 / s));
+      gemm(s, s, d, b * heads, T * (h / t + kvLocal) * e);
+      ops.back().work = causal, ops.back().forwardAgainInBackward = true;
+      gemm(s, d, s, b * heads,
+           T * kvLocal * e + T * h / t * e + b * heads * s * 4.0);
+      ops.back().work = causal;
+    } else {
+      gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
+      // Scale + mask + softmax (fused); saves its output.
+      pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
+      if (m.dropout) // attention dropout; saves the mask
+        pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s,
+                  true);
+      // probs x V; saves (dropped) probs and V.
+      gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
+    }
     pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
     gemm(T, h, h / t, 1, T * h / t * e);   // projection; saves its input
     residual();
@@ -283,9 +303,12 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
        layerOps(m, double(p.microBatch), double(p.tp), p.sp)) {
     double fwd, bwd;
     if (o.gemm) {
-      fwd = gemmTime(o.M, o.N, o.K, o.batch);
+      double batch = o.batch * o.work;
+      fwd = gemmTime(o.M, o.N, o.K, batch);
       // dX = dY W^T and dW = X^T dY.
-      bwd = gemmTime(o.M, o.K, o.N, o.batch) + gemmTime(o.K, o.N, o.M, o.batch);
+      bwd = gemmTime(o.M, o.K, o.N, batch) + gemmTime(o.K, o.N, o.M, batch);
+      if (o.forwardAgainInBackward)
+        bwd += fwd;
     } else {
       fwd = memoryBoundTime(o.elements * o.fwdBytes);
       bwd = memoryBoundTime(o.elements * o.bwdBytes);
@@ -309,7 +332,8 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     lc.recompute = coreFwd;
     lc.transient = coreSaved;
     lc.saved -= coreSaved;
-    if (m.kind == ModelDesc::Kind::Transformer) {
+    // A fused attention saves no s^2 tensors: nothing to rebuild.
+    if (m.kind == ModelDesc::Kind::Transformer && !m.fusedAttention) {
       double kvLocal = m.replicatesKvHeads(p.tp)
                            ? double(m.hidden / m.heads)
                            : double(m.kvWidth()) / double(p.tp);

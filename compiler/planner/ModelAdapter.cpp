@@ -41,6 +41,7 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     d.heads = g.heads;
     d.layers = g.layers;
     d.ffnHidden = g.ffnHidden > 0 ? g.ffnHidden : 4 * g.hidden;
+    d.fusedAttention = g.fusedAttention;
     setDtype(d, g.dtype);
   } else if (spec.llama) {
     const frontend::LlamaConfig &l = *spec.llama;
@@ -58,6 +59,7 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     d.learnedPositions = false;
     d.dropout = false;
     d.tiedEmbedding = l.tieEmbeddings;
+    d.fusedAttention = l.fusedAttention;
     setDtype(d, l.dtype);
   } else if (spec.mlp) {
     const frontend::MlpConfig &m = *spec.mlp;

@@ -53,6 +53,14 @@ struct ModelDesc {
   /// residual branch (Megatron-LM's GPT recipe, whose memory model the cost
   /// model follows); Llama trains without.
   bool dropout = true;
+  /// Attention as one fused kernel (FlashAttention-2:
+  /// `strata.causal_attention`): no [s, s] scores or probabilities are
+  /// saved (Q, K, V, the output and an fp32 log-sum-exp per row are), only
+  /// the causal half of Q K^T and P V is computed, and the backward pass
+  /// recomputes Q K^T. False: the unfused graph and Megatron's memory model.
+  /// modelDescFromSpec sets it from the spec's `attention` (the presets
+  /// default to fused).
+  bool fusedAttention = false;
 
   int64_t numKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
   /// Width of the k (and the v) projection: kv heads x head dim.
