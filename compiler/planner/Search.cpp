@@ -523,9 +523,12 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                   continue;
                 for (Recompute rc :
                      {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                  // Selective rebuilds the s^2 tensors of an unfused
+                  // attention; with a fused one it is `none` (pins only).
                   if ((pins.recompute && *pins.recompute != rc) ||
                       (rc == Recompute::Selective &&
-                       m.kind != ModelDesc::Kind::Transformer))
+                       (m.kind != ModelDesc::Kind::Transformer ||
+                        (m.attention == ModelDesc::Attention::Fused && !pins.recompute))))
                     continue;
                   for (bool sp : {false, true}) {
                     if (pins.sp ? *pins.sp != sp : (tp == 1 && sp))
