@@ -682,7 +682,8 @@ void CudaDevice::prepare(const RankProgram &rank) {
         s.transA = inst.ints[4] != 0;
         s.transB = inst.ints[5] != 0;
         s.broadcastB = inst.ints[6] != 0;
-        b.matmul = std::make_unique<MatmulPlan>(lt_, s);
+        b.matmul = std::make_unique<MatmulPlan>(lt_, s, b.operands[0],
+                                                b.operands[1], b.operands[2]);
       }
       bound.push_back(std::move(b));
       kernels.push_back(kernel);

@@ -45,25 +45,28 @@ int gridFor(int64_t n) {
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/// Sum (or max) over the block; every thread gets the result.
+/// op over the block (of a multiple of 32 threads); every thread gets the
+/// result. `identity` fills the lanes of the second stage that have no warp
+/// partial (0 for sums, -FLT_MAX for maxima).
 template <typename T, typename Op>
-__device__ T blockReduce(T value, Op op, T *shared) {
+__device__ T blockReduce(T value, Op op, T identity, T *shared) {
   for (int offset = 16; offset > 0; offset /= 2)
     value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0)
     shared[warp] = value;
   __syncthreads();
-  int warps = (blockDim.x + 31) / 32;
-  value = threadIdx.x < warps ? shared[threadIdx.x] : shared[0];
-  if (warp == 0)
+  int warps = blockDim.x / 32;
+  if (warp == 0) {
+    value = lane < warps ? shared[lane] : identity;
     for (int offset = 16; offset > 0; offset /= 2)
       value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  if (threadIdx.x == 0)
-    shared[0] = value;
+    if (lane == 0)
+      shared[0] = value;
+  }
   __syncthreads();
   T result = shared[0];
-  __syncthreads();
+  __syncthreads(); // shared may be reused by the next reduction.
   return result;
 }
 
@@ -220,11 +223,11 @@ __global__ void layerNormFwdKernel(const float *x, const float *gamma,
   float acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     acc += xr[i];
-  float mu = blockReduce(acc, Sum(), shared) / float(n);
+  float mu = blockReduce(acc, Sum(), 0.0f, shared) / float(n);
   acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     acc += (xr[i] - mu) * (xr[i] - mu);
-  float rs = k::layerNormRstd(blockReduce(acc, Sum(), shared), n, eps);
+  float rs = k::layerNormRstd(blockReduce(acc, Sum(), 0.0f, shared), n, eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     yr[i] = k::layerNormForward(xr[i], mu, rs, gamma[i], beta[i]);
   if (threadIdx.x == 0) {
@@ -245,8 +248,8 @@ __global__ void layerNormBwdRowKernel(const float *dy, const float *x,
     accD += d;
     accDX += d * k::layerNormNormalized(xr[i], mu, rs);
   }
-  float meanD = blockReduce(accD, Sum(), shared) / float(n);
-  float meanDX = blockReduce(accDX, Sum(), shared) / float(n);
+  float meanD = blockReduce(accD, Sum(), 0.0f, shared) / float(n);
+  float meanDX = blockReduce(accDX, Sum(), 0.0f, shared) / float(n);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     dxr[i] = k::layerNormInputGrad(gr[i], gamma[i],
                                    k::layerNormNormalized(xr[i], mu, rs), rs,
@@ -277,7 +280,7 @@ __global__ void rmsNormFwdKernel(const float *x, const float *weight,
   float acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     acc += xr[i] * xr[i];
-  float rs = k::rmsNormRstd(blockReduce(acc, Sum(), shared), n, eps);
+  float rs = k::rmsNormRstd(blockReduce(acc, Sum(), 0.0f, shared), n, eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     yr[i] = k::rmsNormForward(xr[i], rs, weight[i]);
   if (threadIdx.x == 0)
@@ -293,7 +296,7 @@ __global__ void rmsNormBwdRowKernel(const float *dy, const float *x,
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     acc += weight[i] * gr[i] * xr[i];
   float coeff =
-      k::rmsNormGradCoefficient(blockReduce(acc, Sum(), shared), rs, n);
+      k::rmsNormGradCoefficient(blockReduce(acc, Sum(), 0.0f, shared), rs, n);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     dx[r * n + i] = k::rmsNormInputGrad(gr[i], xr[i], weight[i], rs, coeff);
 }
@@ -322,12 +325,12 @@ __global__ void softmaxFwdKernel(const float *x, float *out, int64_t n,
     mx = fmaxf(mx, xr[j]);
     mn = fminf(mn, xr[j]);
   }
-  mx = blockReduce(mx, Max(), shared);
-  mn = blockReduce(mn, Min(), shared);
+  mx = blockReduce(mx, Max(), -FLT_MAX, shared);
+  mn = blockReduce(mn, Min(), FLT_MAX, shared);
   float shift = k::softmaxShift(mx, mn, scale), acc = 0;
   for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
     acc += expf(k::softmaxExpArg(xr[j], scale, shift));
-  float inv = 1.0f / blockReduce(acc, Sum(), shared);
+  float inv = 1.0f / blockReduce(acc, Sum(), 0.0f, shared);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
     yr[j] =
         j < valid ? expf(k::softmaxExpArg(xr[j], scale, shift)) * inv : 0.0f;
@@ -340,7 +343,7 @@ __global__ void softmaxBwdKernel(const float *y, const float *dy, float *dx,
   float acc = 0;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
     acc += yr[j] * gr[j];
-  float dot = blockReduce(acc, Sum(), shared);
+  float dot = blockReduce(acc, Sum(), 0.0f, shared);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
     dx[r * n + j] = k::softmaxBackward(yr[j], gr[j], dot, scale);
 }
@@ -350,7 +353,7 @@ __device__ float rowMax(const float *xr, int64_t valid, float *shared) {
   float mx = -FLT_MAX;
   for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
     mx = fmaxf(mx, xr[j]);
-  return blockReduce(mx, Max(), shared);
+  return blockReduce(mx, Max(), -FLT_MAX, shared);
 }
 
 __global__ void crossEntropyFwdKernel(const float *logits,
@@ -362,7 +365,7 @@ __global__ void crossEntropyFwdKernel(const float *logits,
   float mx = rowMax(xr, vocab, shared), acc = 0;
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
     acc += expf(xr[j] - mx);
-  float l = mx + logf(blockReduce(acc, Sum(), shared));
+  float l = mx + logf(blockReduce(acc, Sum(), 0.0f, shared));
   if (threadIdx.x == 0) {
     lse[r] = l;
     int64_t t = targets[r];
@@ -416,7 +419,7 @@ __global__ void ceVpSumExpKernel(const float *logits, const int32_t *targets,
   float mx = rowmax[r], acc = 0;
   for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
     acc += expf(xr[j] - mx);
-  float sum = blockReduce(acc, Sum(), shared);
+  float sum = blockReduce(acc, Sum(), 0.0f, shared);
   if (threadIdx.x == 0) {
     stats[r] = sum;
     int64_t t = targets[r];
@@ -516,15 +519,15 @@ __global__ void kvAttentionKernel(const float *q, const float *kNew,
     mx = fmaxf(mx, scores[t]);
     mn = fminf(mn, scores[t]);
   }
-  mx = blockReduce(mx, Max(), shared);
-  mn = blockReduce(mn, Min(), shared);
+  mx = blockReduce(mx, Max(), -FLT_MAX, shared);
+  mn = blockReduce(mn, Min(), FLT_MAX, shared);
   float shift = k::softmaxShift(mx, mn, scale), acc = 0;
   for (int64_t t = threadIdx.x; t < n; t += blockDim.x) {
     float e = expf(k::softmaxExpArg(scores[t], scale, shift));
     scores[t] = e;
     acc += e;
   }
-  float inv = 1.0f / blockReduce(acc, Sum(), shared);
+  float inv = 1.0f / blockReduce(acc, Sum(), 0.0f, shared);
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     float o = 0;
     for (int64_t t = 0; t < n; ++t)
@@ -539,7 +542,7 @@ __global__ void sumSquaresKernel(const float *x, int64_t n, double *partials) {
   __shared__ double shared[32];
   double acc = 0;
   STRATA_GRID_STRIDE(i, n) acc += double(x[i]) * double(x[i]);
-  acc = blockReduce(acc, Sum(), shared);
+  acc = blockReduce(acc, Sum(), 0.0, shared);
   if (threadIdx.x == 0)
     partials[blockIdx.x] += acc;
 }

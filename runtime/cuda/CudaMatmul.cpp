@@ -38,9 +38,33 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols,
   return l;
 }
 
+/// The largest power of two (up to 256) that divides the address of every
+/// matrix of the batch: the base and the batch stride in bytes.
+uint32_t alignmentOf(const void *p, uint64_t strideBytes) {
+  uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(p)) | strideBytes;
+  uint32_t alignment = 256;
+  while (alignment > 1 && bits % alignment != 0)
+    alignment /= 2;
+  return alignment;
+}
+
+uint64_t elementBytes(cudaDataType_t type) {
+  return type == CUDA_R_16BF || type == CUDA_R_16F ? 2 : 4;
+}
+
+void setAlignment(cublasLtMatmulPreference_t pref,
+                  cublasLtMatmulPreferenceAttributes_t attr, const void *p,
+                  uint64_t strideBytes) {
+  uint32_t alignment = alignmentOf(p, strideBytes);
+  checkLt(cublasLt().preferenceSetAttribute(pref, attr, &alignment,
+                                            sizeof(alignment)),
+          "alignment preference");
+}
+
 } // namespace
 
 MatmulPlan::MatmulPlan(const CublasLtContext &ctx, const GemmShape &shape,
+                       const void *a, const void *b, const void *c,
                        GemmTypes types)
     : ctx_(ctx) {
   const CublasLtApi &lt = cublasLt();
@@ -75,6 +99,16 @@ MatmulPlan::MatmulPlan(const CublasLtContext &ctx, const GemmShape &shape,
                                     CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                     &workspace, sizeof(workspace)),
           "workspace preference");
+  // cuBLASLt's A is Strata's B and vice versa (the operands are swapped).
+  const uint64_t batched = s.batch > 1 ? 1 : 0;
+  setAlignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, b,
+               batched * uint64_t(strideB) * elementBytes(types.b));
+  setAlignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, a,
+               batched * uint64_t(s.m * s.k) * elementBytes(types.a));
+  const uint64_t strideC =
+      batched * uint64_t(s.m * s.n) * elementBytes(types.c);
+  setAlignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c, strideC);
+  setAlignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, c, strideC);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t status =

@@ -42,8 +42,12 @@ struct CublasLtContext {
 
 class MatmulPlan {
 public:
-  MatmulPlan(const CublasLtContext &ctx, const GemmShape &shape,
-             GemmTypes types = {});
+  /// `a`, `b`, `c` are the operands the plan will run on (bound once): the
+  /// algorithm is chosen for their actual alignment, since buffers that
+  /// alias part of another (q, k, v of one qkv) may sit off the 256-byte
+  /// boundary cuBLASLt assumes by default.
+  MatmulPlan(const CublasLtContext &ctx, const GemmShape &shape, const void *a,
+             const void *b, const void *c, GemmTypes types = {});
   ~MatmulPlan();
   MatmulPlan(const MatmulPlan &) = delete;
   MatmulPlan &operator=(const MatmulPlan &) = delete;
