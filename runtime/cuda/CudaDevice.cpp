@@ -200,6 +200,11 @@ void runRotaryAtPosition(const B &b, const C &ctx, D &d) {
                    b.fattr(0), d.stream());
 }
 void runKvAttention(const B &b, const C &ctx, D &d) {
+  // The scores of one head live in the block's shared memory (48 KiB).
+  if (ctx.step + 1 > 12288)
+    fail("kv_attention on CUDA holds at most 12288 positions in shared "
+         "memory; position ",
+         ctx.step, " is past it (generate fewer tokens)");
   kvAttention(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
               b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4), ctx.step,
               float(b.fattr(0)), d.stream());

@@ -8,6 +8,9 @@ GPU (runs everywhere; the GPU runs are gpu_equivalence.py's).
   - `BIN --info` names the target, the device model and the cluster;
   - gpt2-small compiles for the cuda target (the acceptance command, with
     one H100 instead of a DGX node to keep the test short);
+  - the launcher needs no CUDA library to start: `ldd` lists none of
+    libcuda, libcudart, libcublas(Lt), libnccl (they are loaded at run
+    time);
   - where no CUDA program can run (no driver, no GPU, a runtime built
     without CUDA), the executable says why and exits non-zero; where one
     can, a one-step run succeeds.
@@ -85,7 +88,17 @@ def without_gpu():
     S.check(cpu.returncode == 0, "the CPU executable of the same model runs")
 
 
+def one_artifact():
+    launcher = os.path.join(os.path.dirname(S.strata), "strata-launcher")
+    libs = S.run(["ldd", launcher]).stdout
+    linked = [name for name in ("libcuda.", "libcudart", "libcublas", "libnccl")
+              if name in libs]
+    S.check(not linked, "the launcher links no CUDA library dynamically",
+            f"ldd lists {linked}:\n{libs}")
+
+
 S.case("targets follow the cluster", targets)
+S.case("one artifact", one_artifact)
 S.case("target mismatches", mismatches)
 S.case("gpt2-small for cuda", gpt2_small)
 S.case("a CUDA program where none can run", without_gpu)
