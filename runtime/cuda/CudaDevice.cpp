@@ -15,6 +15,7 @@
 
 #include "runtime/cuda/CudaDevice.h"
 
+#include "runtime/core/HostStaging.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/format/OpSchema.h"
 #include "runtime/support/Error.h"
@@ -308,10 +309,6 @@ StepServices &services(const C &ctx) {
 ReduceOp reduceOp(int64_t op) {
   return op == 1 ? ReduceOp::Max : ReduceOp::Sum;
 }
-size_t bytesOf(int64_t count, DType dtype) {
-  return size_t(count) * dtypeBytes(dtype);
-}
-
 void toHost(void *host, const void *device, size_t bytes, cudaStream_t s) {
   check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, s),
         "staging to the host");
@@ -322,31 +319,6 @@ void toDevice(void *device, const void *host, size_t bytes, cudaStream_t s) {
         "staging to the device");
   check(cudaStreamSynchronize(s), "staging to the device");
 }
-
-/// A host-staged non-blocking collective: the inner request works on host
-/// copies; completing it copies the result back to the device.
-class StagedRequest final : public CommRequest {
-public:
-  StagedRequest(std::vector<uint8_t> in, std::vector<uint8_t> out,
-                void *deviceResult, cudaStream_t stream)
-      : in_(std::move(in)), out_(std::move(out)), deviceResult_(deviceResult),
-        stream_(stream) {}
-  void start(std::unique_ptr<CommRequest> inner) { inner_ = std::move(inner); }
-  std::vector<uint8_t> &in() { return in_; }
-  std::vector<uint8_t> &out() { return out_; }
-  bool test() override { return inner_->test(); }
-  void wait() override {
-    inner_->wait();
-    if (deviceResult_)
-      toDevice(deviceResult_, out_.data(), out_.size(), stream_);
-  }
-
-private:
-  std::vector<uint8_t> in_, out_;
-  void *deviceResult_;
-  cudaStream_t stream_;
-  std::unique_ptr<CommRequest> inner_;
-};
 
 void runLoadBatch(const B &b, const C &ctx, D &d) {
   std::vector<int32_t> host[3];
@@ -363,58 +335,47 @@ void runLoadBatch(const B &b, const C &ctx, D &d) {
                d.stream());
 }
 
+// With NCCL the arena pointers go straight through; with MPI the buffers
+// are staged through host memory (runtime/core/HostStaging.h).
 void runAllReduce(const B &b, const C &ctx, D &d) {
   Communicator &comm = services(ctx).group(b.attr(0));
-  size_t bytes = bytesOf(b.elements[0], b.dtypes[0]);
   if (comm.acceptsDeviceMemory())
     return comm.allReduce(b.operands[0], b.elements[0], b.dtypes[0],
                           reduceOp(b.attr(1)));
-  std::vector<uint8_t> host(bytes);
-  toHost(host.data(), b.operands[0], bytes, d.stream());
-  comm.allReduce(host.data(), b.elements[0], b.dtypes[0], reduceOp(b.attr(1)));
-  toDevice(b.operands[0], host.data(), bytes, d.stream());
+  staged::allReduce(comm, d.copier(), b.operands[0], b.elements[0], b.dtypes[0],
+                    reduceOp(b.attr(1)));
 }
 void runReduceScatter(const B &b, const C &ctx, D &d) {
   Communicator &comm = services(ctx).group(b.attr(0));
   if (comm.acceptsDeviceMemory())
     return comm.reduceScatter(b.operands[0], b.operands[1], b.elements[1],
                               b.dtypes[0]);
-  std::vector<uint8_t> in(bytesOf(b.elements[0], b.dtypes[0])),
-      out(bytesOf(b.elements[1], b.dtypes[0]));
-  toHost(in.data(), b.operands[0], in.size(), d.stream());
-  comm.reduceScatter(in.data(), out.data(), b.elements[1], b.dtypes[0]);
-  toDevice(b.operands[1], out.data(), out.size(), d.stream());
+  staged::reduceScatter(comm, d.copier(), b.operands[0], b.operands[1],
+                        b.elements[1], b.dtypes[0]);
 }
 void runAllGather(const B &b, const C &ctx, D &d) {
   Communicator &comm = services(ctx).group(b.attr(0));
   if (comm.acceptsDeviceMemory())
     return comm.allGather(b.operands[0], b.operands[1], b.elements[0],
                           b.dtypes[0]);
-  std::vector<uint8_t> in(bytesOf(b.elements[0], b.dtypes[0])),
-      out(bytesOf(b.elements[1], b.dtypes[0]));
-  toHost(in.data(), b.operands[0], in.size(), d.stream());
-  comm.allGather(in.data(), out.data(), b.elements[0], b.dtypes[0]);
-  toDevice(b.operands[1], out.data(), out.size(), d.stream());
+  staged::allGather(comm, d.copier(), b.operands[0], b.operands[1],
+                    b.elements[0], b.dtypes[0]);
 }
 void runSend(const B &b, const C &ctx, D &d) {
   Communicator &comm = services(ctx).world();
   if (comm.acceptsDeviceMemory())
     return comm.send(b.operands[0], b.elements[0], b.dtypes[0], int(b.attr(0)),
                      int(b.attr(1)));
-  std::vector<uint8_t> host(bytesOf(b.elements[0], b.dtypes[0]));
-  toHost(host.data(), b.operands[0], host.size(), d.stream());
-  comm.send(host.data(), b.elements[0], b.dtypes[0], int(b.attr(0)),
-            int(b.attr(1)));
+  staged::send(comm, d.copier(), b.operands[0], b.elements[0], b.dtypes[0],
+               int(b.attr(0)), int(b.attr(1)));
 }
 void runRecv(const B &b, const C &ctx, D &d) {
   Communicator &comm = services(ctx).world();
   if (comm.acceptsDeviceMemory())
     return comm.recv(b.operands[0], b.elements[0], b.dtypes[0], int(b.attr(0)),
                      int(b.attr(1)));
-  std::vector<uint8_t> host(bytesOf(b.elements[0], b.dtypes[0]));
-  comm.recv(host.data(), b.elements[0], b.dtypes[0], int(b.attr(0)),
-            int(b.attr(1)));
-  toDevice(b.operands[0], host.data(), host.size(), d.stream());
+  staged::recv(comm, d.copier(), b.operands[0], b.elements[0], b.dtypes[0],
+               int(b.attr(0)), int(b.attr(1)));
 }
 void runBarrier(const B &b, const C &ctx, D &d) {
   check(cudaStreamSynchronize(d.stream()), "barrier");
@@ -424,79 +385,52 @@ void runBarrier(const B &b, const C &ctx, D &d) {
 void runAllReduceStart(const B &b, const C &ctx, D &d) {
   StepServices &s = services(ctx);
   Communicator &comm = s.group(b.attr(0));
-  if (comm.acceptsDeviceMemory())
-    return s.park(b.attr(2),
-                  comm.startAllReduce(b.operands[0], b.elements[0], b.dtypes[0],
-                                      reduceOp(b.attr(1))));
-  size_t bytes = bytesOf(b.elements[0], b.dtypes[0]);
-  auto req = std::make_unique<StagedRequest>(std::vector<uint8_t>(),
-                                             std::vector<uint8_t>(bytes),
-                                             b.operands[0], d.stream());
-  toHost(req->out().data(), b.operands[0], bytes, d.stream());
-  req->start(comm.startAllReduce(req->out().data(), b.elements[0], b.dtypes[0],
-                                 reduceOp(b.attr(1))));
-  s.park(b.attr(2), std::move(req));
+  s.park(b.attr(2), comm.acceptsDeviceMemory()
+                        ? comm.startAllReduce(b.operands[0], b.elements[0],
+                                              b.dtypes[0], reduceOp(b.attr(1)))
+                        : staged::startAllReduce(
+                              comm, d.copier(), b.operands[0], b.elements[0],
+                              b.dtypes[0], reduceOp(b.attr(1))));
 }
 void runReduceScatterStart(const B &b, const C &ctx, D &d) {
   StepServices &s = services(ctx);
   Communicator &comm = s.group(b.attr(0));
-  if (comm.acceptsDeviceMemory())
-    return s.park(b.attr(1),
-                  comm.startReduceScatter(b.operands[0], b.operands[1],
-                                          b.elements[1], b.dtypes[0]));
-  auto req = std::make_unique<StagedRequest>(
-      std::vector<uint8_t>(bytesOf(b.elements[0], b.dtypes[0])),
-      std::vector<uint8_t>(bytesOf(b.elements[1], b.dtypes[0])), b.operands[1],
-      d.stream());
-  toHost(req->in().data(), b.operands[0], req->in().size(), d.stream());
-  req->start(comm.startReduceScatter(req->in().data(), req->out().data(),
-                                     b.elements[1], b.dtypes[0]));
-  s.park(b.attr(1), std::move(req));
+  s.park(b.attr(1), comm.acceptsDeviceMemory()
+                        ? comm.startReduceScatter(b.operands[0], b.operands[1],
+                                                  b.elements[1], b.dtypes[0])
+                        : staged::startReduceScatter(
+                              comm, d.copier(), b.operands[0], b.operands[1],
+                              b.elements[1], b.dtypes[0]));
 }
 void runAllGatherStart(const B &b, const C &ctx, D &d) {
   StepServices &s = services(ctx);
   Communicator &comm = s.group(b.attr(0));
-  if (comm.acceptsDeviceMemory())
-    return s.park(b.attr(1), comm.startAllGather(b.operands[0], b.operands[1],
+  s.park(b.attr(1), comm.acceptsDeviceMemory()
+                        ? comm.startAllGather(b.operands[0], b.operands[1],
+                                              b.elements[0], b.dtypes[0])
+                        : staged::startAllGather(comm, d.copier(),
+                                                 b.operands[0], b.operands[1],
                                                  b.elements[0], b.dtypes[0]));
-  auto req = std::make_unique<StagedRequest>(
-      std::vector<uint8_t>(bytesOf(b.elements[0], b.dtypes[0])),
-      std::vector<uint8_t>(bytesOf(b.elements[1], b.dtypes[0])), b.operands[1],
-      d.stream());
-  toHost(req->in().data(), b.operands[0], req->in().size(), d.stream());
-  req->start(comm.startAllGather(req->in().data(), req->out().data(),
-                                 b.elements[0], b.dtypes[0]));
-  s.park(b.attr(1), std::move(req));
 }
 void runSendStart(const B &b, const C &ctx, D &d) {
   StepServices &s = services(ctx);
   Communicator &comm = s.world();
-  if (comm.acceptsDeviceMemory())
-    return s.park(b.attr(2),
-                  comm.startSend(b.operands[0], b.elements[0], b.dtypes[0],
-                                 int(b.attr(0)), int(b.attr(1))));
-  auto req = std::make_unique<StagedRequest>(
-      std::vector<uint8_t>(bytesOf(b.elements[0], b.dtypes[0])),
-      std::vector<uint8_t>(), nullptr, d.stream());
-  toHost(req->in().data(), b.operands[0], req->in().size(), d.stream());
-  req->start(comm.startSend(req->in().data(), b.elements[0], b.dtypes[0],
-                            int(b.attr(0)), int(b.attr(1))));
-  s.park(b.attr(2), std::move(req));
+  s.park(b.attr(2),
+         comm.acceptsDeviceMemory()
+             ? comm.startSend(b.operands[0], b.elements[0], b.dtypes[0],
+                              int(b.attr(0)), int(b.attr(1)))
+             : staged::startSend(comm, d.copier(), b.operands[0], b.elements[0],
+                                 b.dtypes[0], int(b.attr(0)), int(b.attr(1))));
 }
 void runRecvStart(const B &b, const C &ctx, D &d) {
   StepServices &s = services(ctx);
   Communicator &comm = s.world();
-  if (comm.acceptsDeviceMemory())
-    return s.park(b.attr(2),
-                  comm.startRecv(b.operands[0], b.elements[0], b.dtypes[0],
-                                 int(b.attr(0)), int(b.attr(1))));
-  auto req = std::make_unique<StagedRequest>(
-      std::vector<uint8_t>(),
-      std::vector<uint8_t>(bytesOf(b.elements[0], b.dtypes[0])), b.operands[0],
-      d.stream());
-  req->start(comm.startRecv(req->out().data(), b.elements[0], b.dtypes[0],
-                            int(b.attr(0)), int(b.attr(1))));
-  s.park(b.attr(2), std::move(req));
+  s.park(b.attr(2),
+         comm.acceptsDeviceMemory()
+             ? comm.startRecv(b.operands[0], b.elements[0], b.dtypes[0],
+                              int(b.attr(0)), int(b.attr(1)))
+             : staged::startRecv(comm, d.copier(), b.operands[0], b.elements[0],
+                                 b.dtypes[0], int(b.attr(0)), int(b.attr(1))));
 }
 void runWait(const B &b, const C &ctx, D &) { services(ctx).wait(b.attr(0)); }
 
@@ -594,6 +528,14 @@ std::string modelFamily(const std::string &model) {
 }
 
 } // namespace
+
+void CudaCopier::toHost(void *host, const void *device, size_t bytes) {
+  cuda::toHost(host, device, bytes, streams().compute);
+}
+
+void CudaCopier::toDevice(void *device, const void *host, size_t bytes) {
+  cuda::toDevice(device, host, bytes, streams().compute);
+}
 
 CudaKernelFn lookupCudaKernel(Opcode opcode) {
   static const std::array<CudaKernelFn, 65536> table = buildTable();

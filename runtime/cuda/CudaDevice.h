@@ -17,6 +17,7 @@
 #define STRATA_RUNTIME_CUDA_CUDADEVICE_H
 
 #include "runtime/core/Device.h"
+#include "runtime/core/HostStaging.h"
 #include "runtime/cuda/CudaMatmul.h"
 
 #include <memory>
@@ -57,6 +58,14 @@ struct Bound {
   double fattr(size_t i) const { return inst->floats[i]; }
 };
 
+/// Synchronous copies on the compute stream (after the work issued so far),
+/// for staging collectives through host memory.
+class CudaCopier final : public DeviceCopier {
+public:
+  void toHost(void *host, const void *device, size_t bytes) override;
+  void toDevice(void *device, const void *host, size_t bytes) override;
+};
+
 class CudaDevice;
 using CudaKernelFn = void (*)(const Bound &, const ExecContext &, CudaDevice &);
 
@@ -77,6 +86,7 @@ public:
   cudaStream_t stream() const { return streams().compute; }
   /// Device memory for reductions to a scalar (scratchBytes_ of it).
   double *scratch() const { return scratch_; }
+  DeviceCopier &copier() { return copier_; }
 
 private:
   void release();
@@ -85,6 +95,7 @@ private:
   uint64_t arenaBytes_ = 0;
   double *scratch_ = nullptr;
   CublasLtContext lt_;
+  CudaCopier copier_;
   std::vector<Bound> sequences_[kNumSequenceKinds];
   std::vector<CudaKernelFn> kernels_[kNumSequenceKinds];
 };
