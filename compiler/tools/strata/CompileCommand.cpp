@@ -109,6 +109,13 @@ bool resolveTarget(const CompileOptions &opts, int64_t &ranks,
   bool isPreset = false;
   planner::clusterPreset(opts.cluster, presetError, isPreset);
   llvm::StringRef arg(opts.cluster);
+  if (isPreset && !presetError.empty()) {
+    error = "error: " + presetError +
+            " (--cluster takes local:N for N CPU ranks on this machine, "
+            "h100:N, a100:N, dgx-h100:NODES, dgx-a100:NODES or a cluster "
+            "YAML file)";
+    return false;
+  }
   if (!isPreset && !arg.ends_with(".yaml") && !arg.ends_with(".yml")) {
     error = "error: --cluster " + opts.cluster +
             ": expected a preset (local:N for N CPU ranks on this machine, "
