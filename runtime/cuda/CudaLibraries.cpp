@@ -10,8 +10,10 @@
 #include "runtime/support/Error.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <mutex>
+#include <vector>
 
 namespace strata::rt {
 
@@ -21,14 +23,30 @@ namespace cuda {
 
 namespace {
 
-/// dlopen of the first name that loads; `why` collects each dlerror().
+/// dlopen of the first name that loads: by the loader's search (rpath,
+/// LD_LIBRARY_PATH, ldconfig), then beside the executable (libraries
+/// carried with it), then in the toolkit's directories. `why` collects each
+/// dlerror().
 void *openLibrary(std::initializer_list<const char *> names, std::string &why) {
-  for (const char *name : names) {
-    if (void *handle = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))
-      return handle;
-    const char *err = ::dlerror();
-    why += std::string(why.empty() ? "" : "; ") + (err ? err : name);
+  std::vector<std::string> dirs = {""};
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string exe(self, size_t(n));
+    dirs.push_back(exe.substr(0, exe.rfind('/') + 1));
   }
+  dirs.push_back("/usr/local/cuda/lib64/");
+  dirs.push_back("/usr/local/cuda/lib/");
+  for (const std::string &dir : dirs)
+    for (const char *name : names) {
+      std::string path = dir + name;
+      if (void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
+        return handle;
+      if (dir.empty()) { // The other directories' misses say nothing new.
+        const char *err = ::dlerror();
+        why += std::string(why.empty() ? "" : "; ") + (err ? err : name);
+      }
+    }
   return nullptr;
 }
 
