@@ -320,9 +320,7 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     } else if (o.gemm) {
       fwd = gemmTime(o.M, o.N, o.K, o.batch);
       // dX = dY W^T and dW = X^T dY.
-      bwd = gemmTime(o.M, o.K, o.N, batch) + gemmTime(o.K, o.N, o.M, batch);
-      if (o.forwardAgainInBackward)
-        bwd += fwd;
+      bwd = gemmTime(o.M, o.K, o.N, o.batch) + gemmTime(o.K, o.N, o.M, o.batch);
     } else {
       fwd = memoryBoundTime(o.elements * o.fwdBytes);
       bwd = memoryBoundTime(o.elements * o.bwdBytes);

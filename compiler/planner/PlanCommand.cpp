@@ -145,7 +145,8 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
   plan->add_option("model", opts->request.modelPath, "model spec (YAML)")
       ->required();
   plan->add_option("--cluster", opts->request.cluster,
-                   "dgx-a100:NODES, dgx-h100:NODES, local:RANKS or a cluster "
+                   "dgx-a100:NODES, dgx-h100:NODES, a100:GPUS, h100:GPUS, "
+                   "local:RANKS or a cluster "
                    "YAML file (docs/cluster-spec.md); required");
   plan->add_option("--global-batch", opts->request.globalBatch,
                    "sequences per step (default: training.global_batch)")

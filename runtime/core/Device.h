@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace strata::rt {
 
@@ -69,6 +70,18 @@ public:
 };
 
 std::unique_ptr<Device> createCpuDevice();
+
+/// The CUDA backend (runtime/cuda/) on this process's GPU. Throws
+/// RuntimeError with cudaUnavailableReason() when it cannot run.
+std::unique_ptr<Device> createCudaDevice(const TargetDesc &target);
+
+/// Why this process cannot run a CUDA program (a runtime built without
+/// CUDA, no driver, no GPU), or empty when it can. Loads the CUDA libraries
+/// on first use; never aborts.
+std::string cudaUnavailableReason();
+
+/// The device a program's target names.
+std::unique_ptr<Device> createDevice(const TargetDesc &target);
 
 } // namespace strata::rt
 

@@ -132,6 +132,12 @@ void printInfo(const Program &p, const std::string &source, const Options &opt,
               (unsigned long long)seed,
               flagged(opt.seed >= 0, "--seed").c_str());
   std::printf("plan: %s\n", m.planDescription.c_str());
+  std::printf("target: %s, device model %s%s\n", targetName(p.target.kind),
+              p.target.deviceModel.empty() ? "(not recorded)"
+                                           : p.target.deviceModel.c_str(),
+              p.target.cluster.empty()
+                  ? ""
+                  : (" (planned for " + p.target.cluster + ")").c_str());
   // Settings a run may change without recompiling (docs/runtime.md).
   std::printf("optimizer: %s, lr %g%s, weight decay %g, grad clip %g\n",
               t.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd", t.lr,
@@ -375,6 +381,27 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
         "); launch it with mpirun -np " + std::to_string(meta.worldSize) +
         (world > 1 ? " (it was started on " + std::to_string(world) + " ranks)"
                    : ""));
+  // Before any input is read: a CUDA program on a machine that cannot run
+  // it says why (every rank finds the same, so all exit together).
+  if (program.target.kind == TargetKind::Cuda) {
+    std::string reason = cudaUnavailableReason();
+    if (!reason.empty())
+      throw CollectiveError(
+          "this program was compiled for the cuda target (device model " +
+          program.target.deviceModel + ") and cannot run here: " + reason +
+          "; run it on a machine with an NVIDIA GPU and driver, or "
+          "recompile with --target cpu --cluster local:N");
+  }
+  // A multi-rank CUDA program's groups run on NCCL where every rank has a
+  // GPU of its own; otherwise on MPI, staged through host memory.
+  if (program.target.kind == TargetKind::Cuda && comms && world > 1) {
+    std::string why;
+    comms = createCudaCommBackend(comms, why);
+    if (!why.empty() && rank == 0 && std::getenv("STRATA_COMM") == nullptr)
+      std::fprintf(stderr,
+                   "strata: collectives use MPI with host staging: %s\n",
+                   why.c_str());
+  }
   TestFailure testFailure = parseTestFailure();
   if (!comms)
     comms = createSingleRankBackend();
@@ -422,7 +449,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
     }
   });
 
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice(program.target);
   device->setThreads(opt.threads);
   Trainer trainer(std::move(program), uint32_t(rank), std::move(device), seed,
                   comms);
