@@ -18,6 +18,8 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
   # the independent reference implementation used by end-to-end tests and benchmarks
   python3-torch python3-numpy
+  # the HTML plan report's browser test (tests/report; skipped without it)
+  chromium
 )
 
 missing=()

@@ -127,6 +127,14 @@ private:
       layerCache;
 };
 
+/// Kernels of one repeated layer for one micro-batch on one device, as the
+/// analytical model counts them (trace `args`, the HTML report).
+struct LayerOpMix {
+  int gemms = 0, pointwise = 0;
+  double fwdFlops = 0, fwdBytes = 0, bwdBytes = 0;
+};
+LayerOpMix layerOpMix(const ModelDesc &model, const Plan &plan);
+
 } // namespace strata::planner
 
 #endif // STRATA_COMPILER_PLANNER_COSTMODEL_H

@@ -2,6 +2,7 @@
 
 #include "compiler/planner/PlanCommand.h"
 
+#include "compiler/planner/HtmlReport.h"
 #include "compiler/planner/Report.h"
 #include "compiler/planner/Search.h"
 #include "compiler/planner/Trace.h"
@@ -75,6 +76,7 @@ struct PlanCliOptions {
   PlanRequest request;
   bool json = false;
   std::string tracePath;
+  std::string htmlPath;
   std::string irPath;
   PlanIrEmitter emitIr;
 };
@@ -111,6 +113,15 @@ static void runPlan(const PlanCliOptions &o) {
       out << chromeTraceJson(step, r.plans[0].plan) << "\n";
     if (!out)
       fail("--trace " + o.tracePath + ": cannot write the file");
+  }
+  if (!o.htmlPath.empty()) {
+    AnalyticalCostModel cm(model, cluster);
+    std::ofstream out(o.htmlPath);
+    if (out)
+      out << renderHtmlReport(r, cm, o.request.modelPath);
+    if (!out)
+      fail("--html " + o.htmlPath +
+           ": cannot write the file (does its directory exist?)");
   }
   // With the IR on standard output, the report goes to standard error, so
   // the IR stays parseable and the report is still seen.
@@ -153,7 +164,12 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
                  "print the plan as JSON "
                  "(docs/plan-json.md)");
   plan->add_option("--trace", opts->tracePath,
-                   "write the simulated step as Chrome trace JSON");
+                   "write the simulated step as Chrome trace JSON "
+                   "(docs/report.md)");
+  plan->add_option("--html", opts->htmlPath,
+                   "write a self-contained HTML report of the plan: step "
+                   "breakdown, pipeline timeline, device map, memory per "
+                   "stage, runners-up (docs/report.md)");
   if (opts->emitIr)
     plan->add_option("--emit-ir", opts->irPath,
                      "write the model's IR with the plan attached as "

@@ -168,13 +168,23 @@ void CpuDevice::run(SequenceKind kind, const ExecContext &ctx) {
   StepServices *services = ctx.services;
   using Clock = std::chrono::steady_clock;
   for (const BoundStep &step : sequences_[static_cast<int>(kind)]) {
-    if (profiling_) {
+    if (profiling_ || tracer_) {
       auto start = Clock::now();
       step.kernel(step.bound, ctx);
-      ProfileRow &row = profile_[step.profileSlot];
-      row.seconds +=
-          std::chrono::duration<double>(Clock::now() - start).count();
-      ++row.calls;
+      auto end = Clock::now();
+      if (profiling_) {
+        ProfileRow &row = profile_[step.profileSlot];
+        row.seconds += std::chrono::duration<double>(end - start).count();
+        ++row.calls;
+      }
+      if (tracer_) {
+        const BoundInstruction &b = step.bound;
+        uint16_t op = static_cast<uint16_t>(b.inst->opcode);
+        uint64_t bytes = op >= 128 && op < 192 && !b.elements.empty()
+                             ? uint64_t(b.elements[0]) * dtypeBytes(b.dtypes[0])
+                             : 0;
+        tracer_->record(*b.inst, kind, start, end, bytes);
+      }
     } else {
       step.kernel(step.bound, ctx);
     }

@@ -43,6 +43,7 @@ public:
   void upload(uint64_t offset, const void *src, uint64_t bytes) override;
   void download(uint64_t offset, void *dst, uint64_t bytes) const override;
   void run(SequenceKind kind, const ExecContext &ctx) override;
+  void setTracer(InstructionTracer *tracer) override { tracer_ = tracer; }
 
 private:
   struct BoundStep {
@@ -63,6 +64,7 @@ private:
   uint64_t arenaBytes_ = 0;
   std::vector<BoundStep> sequences_[kNumSequenceKinds];
   bool profiling_ = false;
+  InstructionTracer *tracer_ = nullptr; ///< --trace; null when off
   std::vector<ProfileRow> profile_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "runtime/core/LrSchedule.h"
 #include "runtime/core/RunDirectory.h"
+#include "runtime/core/StepTrace.h"
 #include "runtime/core/Trainer.h"
 #include "runtime/format/Bundle.h"
 #include "runtime/launcher/Launcher.h"
@@ -392,6 +393,12 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
     throw CollectiveError("--save-best needs --save DIR and --eval-data FILE");
   if (opt.evalBatches < 1)
     throw CollectiveError("--eval-batches must be >= 1");
+  std::optional<StepTraceSession> tracing;
+  try {
+    tracing.emplace(opt.trace, opt.traceSteps);
+  } catch (const RuntimeError &e) {
+    throw CollectiveError(e.what());
+  }
 
   // Check every input before the first step, so a bad flag fails fast, and
   // on every rank before any collective, so a failure cannot strand a rank.
@@ -559,7 +566,10 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
       std::fflush(stderr);
       ::_exit(3);
     }
+    tracing->beforeStep(trainer, trainer.step() + 1, toRun - i);
     StepStats s = trainer.runStep(*data, stopSignal != 0);
+    tracing->afterStep(trainer, comms->world(), s.seconds,
+                       i + 1 == toRun || s.stopRequested);
     // The loss is the same on every rank, so all of them stop here.
     if (!std::isfinite(s.loss))
       throw CollectiveError(
@@ -620,6 +630,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
         !last)
       saveStep(step);
   }
+  tracing->finish(rank, first + 1, trainer.step());
   if (!opt.save.empty() && savedStep != trainer.step())
     saveStep(trainer.step());
 
@@ -762,6 +773,12 @@ int main(int argc, char **argv) {
   app.add_option("--print-every", opt.printEvery,
                  "Progress line period when stderr is not a terminal")
       ->check(nonNegative);
+  app.add_option("--trace", opt.trace,
+                 "write a measured Chrome trace of --trace-steps (every "
+                 "instruction on every rank; docs/report.md)");
+  app.add_option("--trace-steps", opt.traceSteps,
+                 "steps to trace, A..B (1-based; default: the run's second "
+                 "step)");
   app.add_flag("--info", opt.info,
                "Describe the program and the run's settings and exit");
   auto *overrides = app.add_option_group(

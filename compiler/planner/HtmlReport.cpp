@@ -1,0 +1,135 @@
+//===- HtmlReport.cpp - The data block and skeleton of the HTML report ----===//
+
+#include "compiler/planner/HtmlReport.h"
+
+#include "compiler/planner/ReportData.h"
+
+#include <nlohmann/json.hpp>
+
+namespace strata::planner {
+
+using json = nlohmann::json;
+
+static json memoryJson(const MemoryBreakdown &m) {
+  return {{"weights", m.weights},          {"gradients", m.gradients},
+          {"optimizer", m.optimizerState}, {"activations", m.activations},
+          {"buffers", m.commBuffers},      {"reserved", m.reserved}};
+}
+
+/// The events the timeline draws: whole ops and communication, not layers
+/// (layers stay in the Chrome trace). Collectives inside ops are kept while
+/// the page stays small.
+static json timelineJson(const SimulatedStep &step, const Plan &p) {
+  json events = json::array();
+  size_t inner = 0;
+  for (const TraceEvent &e : step.events)
+    if (e.category == "tp-comm" || e.category == "zero-gather" ||
+        e.category == "zero-reduce-scatter")
+      ++inner;
+  bool keepInner = inner <= 30000;
+  for (const TraceEvent &e : step.events) {
+    bool layer = e.category.rfind("layer-", 0) == 0;
+    bool innerComm =
+        e.category == "tp-comm" || e.category.rfind("zero-", 0) == 0;
+    if (layer || (innerComm && !keepInner))
+      continue;
+    int64_t chunk = 0, mb = -1;
+    for (const auto &[k, v] : e.numArgs) {
+      if (k == "virtual_stage")
+        chunk = int64_t(v) / p.pp;
+      if (k == "microbatch")
+        mb = int64_t(v);
+    }
+    events.push_back({e.device, int(e.track), e.startS, e.durationS, e.category,
+                      e.name, chunk, mb});
+  }
+  return {{"pp", p.pp},
+          {"vpp", p.vpp},
+          {"microbatches", p.numMicrobatches},
+          {"pipeline_end_s", step.pipelineEndS},
+          {"step_end_s", step.stepEndS},
+          {"tp_shown", keepInner},
+          {"events", events}};
+}
+
+std::string renderHtmlReport(const PlanResult &r, const CostModel &cm,
+                             const std::string &modelPath) {
+  const ModelDesc &m = cm.model();
+  const ClusterSpec &c = cm.cluster();
+  json data =
+      json::parse(planResultToJson(r, modelPath, c.name, c.numDevices()));
+  data["model_info"] = {
+      {"name", m.name},      {"params", double(m.totalParams())},
+      {"layers", m.layers},  {"hidden", m.hidden},
+      {"seq_len", m.seqLen}, {"dtype", m.dtype}};
+  json levels = json::array();
+  for (size_t l = 0; l < c.levels.size(); ++l)
+    levels.push_back({{"name", c.levels[l].name},
+                      {"size", c.levels[l].size},
+                      {"bandwidth", c.levels[l].bandwidth},
+                      {"unit_devices", c.unitDevices(l)}});
+  data["cluster_info"] = {{"name", c.name},
+                          {"devices", c.numDevices()},
+                          {"device", c.device.name},
+                          {"memory_bytes", c.device.memoryBytes},
+                          {"levels", levels}};
+  data["summaries"] = json::array();
+  for (const RankedPlan &rp : r.plans)
+    data["summaries"].push_back(rp.plan.summary());
+
+  const Plan &best = r.plans.at(0).plan;
+  ReportData rd = buildReportData(cm, best);
+  json stages = json::array();
+  for (const StageMemory &s : rd.stages)
+    stages.push_back({{"device", s.device},
+                      {"layers", s.layers},
+                      {"memory", memoryJson(s.memory)}});
+  data["stages"] = stages;
+  json groups = json::array();
+  for (const GroupTraffic &g : rd.groups)
+    groups.push_back({{"axis", axisName(g.axis)},
+                      {"size", g.size},
+                      {"stride", g.stride},
+                      {"count", g.count},
+                      {"level", g.level},
+                      {"what", g.what},
+                      {"bytes_per_step", g.bytesPerStep}});
+  data["groups"] = groups;
+  data["level_bytes"] = rd.levelBytesPerDevice;
+  if (rd.stepError.empty())
+    data["timeline"] = timelineJson(rd.step, best);
+  else
+    data["timeline_error"] = rd.stepError;
+
+  // Inside <script>, "</" could end the element early.
+  std::string blob = data.dump();
+  std::string safe;
+  safe.reserve(blob.size());
+  for (size_t i = 0; i < blob.size(); ++i) {
+    if (blob[i] == '<' && i + 1 < blob.size() && blob[i + 1] == '/') {
+      safe += "<\\/";
+      ++i;
+      continue;
+    }
+    safe += blob[i];
+  }
+  std::string title = "strata plan: " + m.name + " on " + c.name;
+  std::string html;
+  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
+          "charset=\"utf-8\">\n<title>";
+  for (char ch : title)
+    html += ch == '<' ? std::string("&lt;") : std::string(1, ch);
+  html += "</title>\n<style>\n";
+  html += kHtmlReportStyle;
+  html += "</style>\n</head>\n<body>\n<div id=\"report\" "
+          "data-status=\"loading\"><noscript>This report draws its views "
+          "with JavaScript.</noscript></div>\n<pre id=\"errors\"></pre>\n"
+          "<script id=\"plan-data\" type=\"application/json\">";
+  html += safe;
+  html += "</script>\n<script>\n";
+  html += kHtmlReportScript;
+  html += "</script>\n</body>\n</html>\n";
+  return html;
+}
+
+} // namespace strata::planner
