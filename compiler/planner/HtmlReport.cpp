@@ -113,7 +113,8 @@ std::string renderHtmlReport(const PlanResult &r, const CostModel &cm,
     }
     safe += blob[i];
   }
-  std::string title = "strata plan: " + m.name + " on " + c.name;
+  std::string modelName = m.name.substr(m.name.find_last_of('/') + 1);
+  std::string title = "strata plan: " + modelName + " on " + c.name;
   std::string html;
   html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
           "charset=\"utf-8\">\n<title>";

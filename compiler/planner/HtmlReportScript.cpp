@@ -115,11 +115,24 @@ const levels = D.cluster_info.levels.length ? D.cluster_info.levels
 function levelColor(l) { return LEVEL_COLORS[l % LEVEL_COLORS.length]; }
 
 // ---- header and plan ------------------------------------------------------
-el('h1', {}, root, 'strata plan: ' + D.model_info.name + ' on ' + D.cluster_info.name);
+el('h1', {}, root, 'strata plan: ' + baseName(D.model_info.name) + ' on ' + D.cluster_info.name);
 el('p', {class: 'sub'}, root, count(D.model_info.params) + ' parameters, ' +
   D.model_info.layers + ' layers, ' + D.model_info.dtype + '; ' +
   D.cluster_info.devices + ' x ' + D.cluster_info.device + ' (' +
   bytes(D.cluster_info.memory_bytes) + ' each)');
+
+/// "12 12 12 11" -> "12 x3, 11": consecutive equal counts folded.
+function runs(list) {
+  const out = [];
+  for (let i = 0; i < list.length;) {
+    let j = i;
+    while (j < list.length && list[j] === list[i]) ++j;
+    out.push(j - i > 1 ? list[i] + ' x' + (j - i) : String(list[i]));
+    i = j;
+  }
+  return out.join(', ');
+}
+function baseName(path) { return String(path).split('/').pop().replace(/\.ya?ml$/, ''); }
 
 function renderPlan() {
   const s = section('plan', 'Plan and predicted step');
@@ -130,7 +143,7 @@ function renderPlan() {
     ['micro-batches', P.num_microbatches + ' of ' + P.micro_batch + ' per replica'],
     ['schedule', P.schedule], ['ZeRO stage', P.zero], ['recompute', P.recompute],
     ['placement (innermost first)', P.placement.join(', ')],
-    ['layers per (virtual) stage', P.stage_layers.join(' ')]], 'kv');
+    ['layers per (virtual) stage', runs(P.stage_layers)]], 'kv');
   el('h3', {}, s, 'Step time ' + secs(E.step_time_s) + ', ' + Math.round(E.tokens_per_s) +
     ' tokens/s, MFU ' + (100 * E.mfu).toFixed(1) + '%');
   const W = 900, svg = el('svg', {width: W, height: 34, class: 'breakdown'}, s);
