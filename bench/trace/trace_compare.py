@@ -24,8 +24,8 @@ instruction at a time, so the time of every collective or `wait` is exposed
 communication on its group's track; time blocked in pipeline send/recv is
 the pipeline transfer plus the bubble (a rank waiting for its peer), which
 one rank cannot tell apart, so the table shows their sum beside the
-prediction's. "other" is step time outside instructions (the launcher's
-bookkeeping).
+prediction's. "other" is step time outside instructions (mostly the
+end-of-step all-reduce of the loss and statistics).
 """
 
 import argparse
