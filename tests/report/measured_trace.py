@@ -10,6 +10,7 @@ predicted-vs-measured table is printed.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,6 +73,17 @@ def main():
     sim = {e.get("cat") for e in predicted["traceEvents"] if e.get("ph") == "X"}
     check({"forward", "backward", "pp-send", "optimizer"} <= sim,
           "the simulated trace has ops, sends and the optimizer")
+    # Flag errors name the flag and exit non-zero on every rank.
+    mpirun = shutil.which("mpirun")
+    binary = os.path.join(work, "train")
+    for extra, want in ((["--trace", os.path.join(work, "x.json"), "--trace-steps",
+                          "3..2"], "--trace-steps 3..2: expected A..B"),
+                        (["--trace-steps", "2"], "--trace-steps needs --trace")):
+        r = subprocess.run([mpirun, "--oversubscribe", "-np", "4", binary, "--steps",
+                            "1"] + extra, capture_output=True, text=True, timeout=300)
+        ok = r.returncode != 0 and want in r.stderr
+        check(ok, "%s fails naming the flag %s"
+              % (" ".join(extra[-2:]), "" if ok else r.stderr[-300:]))
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
