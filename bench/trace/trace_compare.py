@@ -13,18 +13,19 @@ and predicted vs measured time per category.
 3. `strata plan MODEL --cluster CLUSTER --pin <every field of the compiled
    plan> --json --trace WORK/predicted.json --html WORK/report.html`.
 4. Prints a Markdown table: predicted and measured seconds per step for
-   compute, exposed TP / DP communication, PP send/recv + bubble, optimizer,
-   and the step; measured values are the mean over ranks and traced steps.
+   compute, exposed TP / DP / PP communication, bubble, optimizer, and the
+   step; measured values are the mean over ranks and traced steps.
 
 Open WORK/predicted.json and WORK/measured.json side by side in Perfetto
 (ui.perfetto.dev, "Open trace file"): the same tracks per device.
 
 How measured time is split (docs/report.md): a CPU rank runs one
 instruction at a time, so the time of every collective or `wait` is exposed
-communication on its group's track; time blocked in pipeline send/recv is
-the pipeline transfer plus the bubble (a rank waiting for its peer), which
-one rank cannot tell apart, so the table shows their sum beside the
-prediction's. "other" is step time outside instructions (mostly the
+communication on its group's track. On the pp track, time in sends (and
+waits for them) is the transfer; time in receives (and waits for them) is
+mostly waiting for the peer to produce the data, i.e. the bubble, plus the
+copy. The split is a heuristic, so the table also compares the sum with the
+prediction's PP comm + bubble. "other" is step time outside instructions (mostly the
 end-of-step all-reduce of the loss and statistics).
 """
 
@@ -42,7 +43,8 @@ CATEGORIES = [
     ("compute", "compute"),
     ("exposed TP comm", "tp"),
     ("exposed DP comm (incl. ZeRO)", "dp"),
-    ("PP send/recv + bubble", "pp"),
+    ("exposed PP comm (sends)", "pp_send"),
+    ("bubble (receives waiting)", "pp_recv"),
     ("optimizer", "optimizer"),
 ]
 
@@ -65,14 +67,18 @@ def measured_breakdown(doc):
             d["compute"] += s
         elif cat == "optimizer":
             d["optimizer"] += s
+        elif e["tid"] == 2:
+            receive = e["name"].startswith(("recv", "wait recv"))
+            d["pp_recv" if receive else "pp_send"] += s
         else:
-            d[{1: "tp", 2: "pp", 3: "dp"}.get(e["tid"], "dp")] += s
+            d["tp" if e["tid"] == 1 else "dp"] += s
     if not steps:
         raise sr.BenchError("the measured trace has no step events")
     n = len(steps)
     out = {k: sum(per[key][k] for key in steps) / n for _, k in CATEGORIES}
     out["step"] = sum(steps.values()) / n
     out["other"] = out["step"] - sum(out[k] for _, k in CATEGORIES)
+    out["pp"] = out["pp_send"] + out["pp_recv"]
     ranks = len({k[0] for k in steps})
     return out, ranks, n
 
@@ -83,6 +89,8 @@ def predicted_breakdown(plan_doc):
         "compute": b["compute_s"],
         "tp": b["tp_comm_s"],
         "dp": b["dp_comm_s"] + b["zero_comm_s"],
+        "pp_send": b["pp_comm_s"],
+        "pp_recv": b["bubble_s"],
         "pp": b["pp_comm_s"] + b["bubble_s"],
         "optimizer": b["optimizer_s"],
         "step": plan_doc["predicted"]["step_time_s"],
@@ -146,7 +154,8 @@ def main():
     print("measured trace:  %s\npredicted trace: %s\nreport: %s\n"
           % (measured_path, predicted_path, os.path.join(work, "report.html")))
     rows = []
-    for label, k in CATEGORIES + [("other (outside instructions)", "other"),
+    for label, k in CATEGORIES + [("PP comm + bubble", "pp"),
+                                  ("other (outside instructions)", "other"),
                                   ("step", "step")]:
         p = pred.get(k)
         m = meas[k]
