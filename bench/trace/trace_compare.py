@@ -11,7 +11,8 @@ and predicted vs measured time per category.
 2. `mpirun -np RANKS WORK/train --steps N --trace WORK/measured.json
    --trace-steps A..B`: every instruction of steps A..B on every rank.
 3. `strata plan MODEL --cluster CLUSTER --pin <every field of the compiled
-   plan> --json --trace WORK/predicted.json --html WORK/report.html`.
+   plan> --json --trace WORK/predicted.json --html WORK/report.html
+   --measured WORK/measured.json` (the report then shows the run too).
 4. Prints a Markdown table: predicted and measured seconds per step for
    compute, exposed TP / DP / PP communication, bubble, optimizer, and the
    step; measured values are the mean over ranks and traced steps.
@@ -143,7 +144,8 @@ def main():
     compiled = json.loads(sr.run(base, "strata plan (the compiled plan)"))["plan"]
     predicted_path = os.path.join(work, "predicted.json")
     cmd = [strata, "plan", a.model, "--cluster", cluster, "--json", "--trace",
-           predicted_path, "--html", os.path.join(work, "report.html")]
+           predicted_path, "--html", os.path.join(work, "report.html"),
+           "--measured", measured_path]
     for p in pins_of(compiled):
         cmd += ["--pin", p]
     plan_doc = json.loads(sr.run(cmd, "strata plan --trace"))

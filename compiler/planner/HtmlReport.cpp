@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 namespace strata::planner {
 
 using json = nlohmann::json;
@@ -52,8 +54,49 @@ static json timelineJson(const SimulatedStep &step, const Plan &p) {
           {"events", events}};
 }
 
+/// The complete events of a measured trace, compacted for the page:
+/// [rank, track, ts us, dur us, category, name, step]. At most `limit`.
+static bool measuredJson(const std::string &text, json &out, std::string &error,
+                         size_t limit = 200000) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("traceEvents") ||
+      !doc["traceEvents"].is_array()) {
+    error = "not a Chrome trace (a JSON object with traceEvents); pass the "
+            "file the compiled executable's --trace wrote";
+    return false;
+  }
+  json events = json::array();
+  std::set<int64_t> ranks;
+  for (const json &e : doc["traceEvents"]) {
+    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("pid") ||
+        !e["pid"].is_number_integer() || !e.contains("tid") ||
+        !e["tid"].is_number_integer() || !e.contains("ts") ||
+        !e["ts"].is_number() || !e.contains("dur") || !e["dur"].is_number())
+      continue;
+    int64_t step = 0;
+    if (e.contains("args") && e["args"].is_object())
+      step = e["args"].value("step", int64_t(0));
+    ranks.insert(e["pid"].get<int64_t>());
+    events.push_back({e["pid"], e["tid"], e["ts"], e["dur"], e.value("cat", ""),
+                      e.value("name", ""), step});
+    if (events.size() >= limit)
+      break;
+  }
+  if (events.empty()) {
+    error = "the trace has no complete (X) events";
+    return false;
+  }
+  out = {{"ranks", ranks.size()},
+         {"source", doc.value("otherData", json::object())
+                        .value("source", std::string("measured"))},
+         {"events", events}};
+  return true;
+}
+
 std::string renderHtmlReport(const PlanResult &r, const CostModel &cm,
-                             const std::string &modelPath) {
+                             const std::string &modelPath,
+                             const std::string &measuredTrace,
+                             std::string &error) {
   const ModelDesc &m = cm.model();
   const ClusterSpec &c = cm.cluster();
   json data =
@@ -100,6 +143,13 @@ std::string renderHtmlReport(const PlanResult &r, const CostModel &cm,
     data["timeline"] = timelineJson(rd.step, best);
   else
     data["timeline_error"] = rd.stepError;
+
+  if (!measuredTrace.empty()) {
+    json measured;
+    if (!measuredJson(measuredTrace, measured, error))
+      return "";
+    data["measured"] = measured;
+  }
 
   // Inside <script>, "</" could end the element early.
   std::string blob = data.dump();

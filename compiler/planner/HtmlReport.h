@@ -17,9 +17,14 @@
 
 namespace strata::planner {
 
-/// The whole HTML document for `result` (best plan first).
+/// The whole HTML document for `result` (best plan first). With
+/// `measuredTrace` (the text of a trace the compiled executable wrote with
+/// --trace) the page also shows the run beside the prediction; if that text
+/// is not such a trace, returns "" and says why in `error`.
 std::string renderHtmlReport(const PlanResult &result, const CostModel &cm,
-                             const std::string &modelPath);
+                             const std::string &modelPath,
+                             const std::string &measuredTrace,
+                             std::string &error);
 
 /// The page's stylesheet and script (HtmlReportScript.cpp).
 extern const char *const kHtmlReportStyle;

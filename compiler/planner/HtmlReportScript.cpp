@@ -452,7 +452,86 @@ function renderSearch() {
       ' costed after memory and bound pruning']], 'kv');
 }
 
-[renderPlan, renderTimeline, renderDeviceMap, renderMemory, renderRunnersUp, renderSearch]
+// ---- a measured run beside the prediction ------------------------------------
+// Categories as bench/trace/trace_compare.py splits them (docs/report.md).
+function measuredBreakdown(M) {
+  const per = {}, steps = {};
+  const keys = ['compute', 'tp', 'dp', 'pp_send', 'pp_recv', 'optimizer'];
+  M.events.forEach(([rank, tid, ts, dur, cat, name, step]) => {
+    const k = rank + '/' + step;
+    const d = per[k] || (per[k] = Object.fromEntries(keys.map(x => [x, 0])));
+    const s = dur * 1e-6;
+    if (cat === 'step') steps[k] = s;
+    else if (cat === 'compute' || cat === 'optimizer') d[cat] += s;
+    else if (tid === 2) d[/^(wait )?recv/.test(name) ? 'pp_recv' : 'pp_send'] += s;
+    else d[tid === 1 ? 'tp' : 'dp'] += s;
+  });
+  const ks = Object.keys(steps);
+  if (!ks.length) return null;
+  const out = {};
+  keys.forEach(x => { out[x] = ks.reduce((a, k) => a + per[k][x], 0) / ks.length; });
+  out.step = ks.reduce((a, k) => a + steps[k], 0) / ks.length;
+  out.other = out.step - keys.reduce((a, x) => a + out[x], 0);
+  return out;
+}
+
+function renderMeasured() {
+  if (!D.measured) return;
+  const M = D.measured;
+  const s = section('measured', 'Measured run beside the prediction',
+    M.ranks + ' rank(s) from ' + M.source + '. Times per step, the mean over ranks and traced ' +
+    'steps. On the pipeline track, sends count as PP communication and receives as bubble ' +
+    '(a receiving rank mostly waits for its peer).');
+  const m = measuredBreakdown(M), b = E.breakdown;
+  if (m) {
+    const rows = [['compute', b.compute_s, m.compute], ['exposed TP comm', b.tp_comm_s, m.tp],
+      ['exposed DP comm (incl. ZeRO)', b.dp_comm_s + b.zero_comm_s, m.dp],
+      ['exposed PP comm', b.pp_comm_s, m.pp_send], ['pipeline bubble', b.bubble_s, m.pp_recv],
+      ['optimizer', b.optimizer_s, m.optimizer], ['other (outside instructions)', null, m.other],
+      ['step', E.step_time_s, m.step]];
+    table(s, ['category', 'predicted', 'measured', 'predicted / measured'], rows.map(([n, p, x]) =>
+      [n, p === null ? '-' : secs(p), secs(Math.max(0, x)),
+       p === null || x <= 0 ? '-' : (p / x).toFixed(2)]), 'measured-table');
+  }
+  // The first traced step of every rank (at most 64 ranks drawn).
+  let first = Infinity;
+  M.events.forEach(e => { if (e[4] === 'step') first = Math.min(first, e[6]); });
+  const spans = M.events.filter(e => e[4] === 'step' && e[6] === first);
+  if (!spans.length) return;
+  const t0 = Math.min(...spans.map(e => e[2])), t1 = Math.max(...spans.map(e => e[2] + e[3]));
+  const ranks = [...new Set(spans.map(e => e[0]))].sort((a, b) => a - b).slice(0, 64);
+  const W = 1100, left = 70, right = 10, rowH = 16, commH = 6, bandH = rowH + 3 * (commH + 1) + 6;
+  const svg = el('svg', {width: W, height: 24 + ranks.length * bandH, class: 'measured-timeline'}, s);
+  const sx = t => left + (W - left - right) * (t - t0) / Math.max(1e-9, t1 - t0);
+  for (let i = 0; i <= 10; ++i) {
+    const t = t0 + (t1 - t0) * i / 10;
+    el('text', {x: sx(t), y: 12, 'text-anchor': 'middle', class: 'tick'}, svg, secs((t - t0) * 1e-6));
+  }
+  const colors = {compute: '#4e79a7', optimizer: '#76b7b2', 'tp-comm': '#e15759',
+    'pp-comm': '#b07aa1', 'dp-comm': '#f28e2b', wait: '#555'};
+  const frag = document.createDocumentFragment();
+  ranks.forEach((rank, i) => {
+    const y0 = 20 + i * bandH;
+    el('text', {x: 4, y: y0 + 12, class: 'label'}, frag, 'rank ' + rank);
+    el('rect', {x: left, y: y0, width: W - left - right, height: rowH, fill: 'url(#bubble)'}, frag);
+    M.events.forEach(([r, tid, ts, dur, cat, name, step]) => {
+      if (r !== rank || step !== first || cat === 'step') return;
+      const y = tid === 0 ? y0 : y0 + rowH + 1 + (tid - 1) * (commH + 1);
+      const rc = el('rect', {x: sx(ts), y: y, width: Math.max(0.5, sx(ts + dur) - sx(ts)),
+        height: tid === 0 ? rowH : commH, fill: colors[cat] || '#999', class: 'mev'}, frag);
+      el('title', {}, rc, 'rank ' + rank + ': ' + name + ', ' + secs(dur * 1e-6));
+    });
+  });
+  svg.appendChild(frag);
+  const legend = el('p', {class: 'legend'}, s);
+  Object.keys(colors).forEach(k => {
+    legend.appendChild(swatch(colors[k]));
+    legend.appendChild(document.createTextNode(' ' + k + '  '));
+  });
+}
+
+[renderPlan, renderTimeline, renderDeviceMap, renderMemory, renderRunnersUp, renderSearch,
+ renderMeasured]
   .forEach(f => {
     try { f(); } catch (e) {
       errors.textContent += f.name + ': ' + e + '\n';

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace strata::planner {
 
@@ -77,6 +78,7 @@ struct PlanCliOptions {
   bool json = false;
   std::string tracePath;
   std::string htmlPath;
+  std::string measuredPath;
   std::string irPath;
   PlanIrEmitter emitIr;
 };
@@ -114,11 +116,29 @@ static void runPlan(const PlanCliOptions &o) {
     if (!out)
       fail("--trace " + o.tracePath + ": cannot write the file");
   }
+  if (!o.measuredPath.empty() && o.htmlPath.empty())
+    fail("--measured needs --html FILE (the report that shows it)");
   if (!o.htmlPath.empty()) {
     AnalyticalCostModel cm(model, cluster);
+    std::string measured;
+    if (!o.measuredPath.empty()) {
+      std::ifstream in(o.measuredPath);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in)
+        fail("--measured " + o.measuredPath +
+             ": cannot read the file (a trace written by the compiled "
+             "executable's --trace)");
+      measured = text.str();
+    }
+    std::string error;
+    std::string page =
+        renderHtmlReport(r, cm, o.request.modelPath, measured, error);
+    if (!error.empty())
+      fail("--measured " + o.measuredPath + ": " + error);
     std::ofstream out(o.htmlPath);
     if (out)
-      out << renderHtmlReport(r, cm, o.request.modelPath);
+      out << page;
     if (!out)
       fail("--html " + o.htmlPath +
            ": cannot write the file (does its directory exist?)");
@@ -170,6 +190,9 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
                    "write a self-contained HTML report of the plan: step "
                    "breakdown, pipeline timeline, device map, memory per "
                    "stage, runners-up (docs/report.md)");
+  plan->add_option("--measured", opts->measuredPath,
+                   "with --html: also show a run's measured trace (the "
+                   "compiled executable's --trace) beside the prediction");
   if (opts->emitIr)
     plan->add_option("--emit-ir", opts->irPath,
                      "write the model's IR with the plan attached as "

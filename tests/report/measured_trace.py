@@ -73,6 +73,19 @@ def main():
     sim = {e.get("cat") for e in predicted["traceEvents"] if e.get("ph") == "X"}
     check({"forward", "backward", "pp-send", "optimizer"} <= sim,
           "the simulated trace has ops, sends and the optimizer")
+    # The report of the compiled plan shows the run (strata plan --measured).
+    exe = shutil.which("chromium")
+    if exe:
+        url = "file://" + os.path.join(work, "report.html")
+        dom = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu",
+                              "--disable-dev-shm-usage", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=180).stdout
+        check('data-status="ok"' in dom and '<section id="measured"' in dom
+              and '<table class="measured-table"' in dom
+              and dom.count('class="mev"') > 100,
+              "the HTML report draws the measured run beside the prediction")
+    else:
+        print("skip the HTML check of the measured run: no chromium")
     # Flag errors name the flag and exit non-zero on every rank.
     mpirun = shutil.which("mpirun")
     binary = os.path.join(work, "train")

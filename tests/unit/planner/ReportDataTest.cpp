@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/planner/HtmlReport.h"
 #include "compiler/planner/ReportData.h"
+#include "compiler/planner/HtmlReport.h"
 #include "compiler/planner/Search.h"
 #include "tests/unit/planner/PlannerTestUtils.h"
 
@@ -38,9 +38,9 @@ TEST(ReportData, GroupsFollowTheRankNumbering) {
     for (int64_t g = 0; g < p.devices() / p.size(a); ++g)
       for (int64_t r : groupRanks(p, a, g))
         ++seen[r];
-    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(),
-                            [](int n) { return n == 1; }))
-        << axisName(a);
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) {
+      return n == 1;
+    })) << axisName(a);
   }
 }
 
@@ -85,7 +85,9 @@ TEST(HtmlReport, SelfContainedWithEveryView) {
   PlanResult r = searchPlans(m, c, o);
   ASSERT_TRUE(r.ok) << r.error;
   AnalyticalCostModel cm(m, c);
-  std::string html = renderHtmlReport(r, cm, "model.yaml");
+  std::string error;
+  std::string html = renderHtmlReport(r, cm, "model.yaml", "", error);
+  EXPECT_EQ(error, "");
   EXPECT_EQ(html.find("<script src"), std::string::npos);
   EXPECT_EQ(html.find("<link"), std::string::npos);
   for (const char *key : {"\"stages\"", "\"groups\"", "\"level_bytes\"",
@@ -95,4 +97,15 @@ TEST(HtmlReport, SelfContainedWithEveryView) {
   size_t data = html.find("id=\"plan-data\"");
   size_t end = html.find("</script>", data);
   EXPECT_EQ(html.find("</", data + 20), end);
+  EXPECT_EQ(html.find("\"measured\""), std::string::npos);
+
+  // A measured trace rides along; anything else is refused with a reason.
+  std::string trace = R"({"traceEvents": [{"ph": "X", "name": "matmul",
+      "cat": "compute", "pid": 1, "tid": 0, "ts": 5, "dur": 2,
+      "args": {"step": 3}}]})";
+  html = renderHtmlReport(r, cm, "model.yaml", trace, error);
+  EXPECT_EQ(error, "");
+  EXPECT_NE(html.find("\"measured\":{"), std::string::npos);
+  EXPECT_EQ(renderHtmlReport(r, cm, "model.yaml", "[1, 2]", error), "");
+  EXPECT_NE(error.find("not a Chrome trace"), std::string::npos);
 }
