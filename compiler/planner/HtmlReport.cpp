@@ -93,7 +93,23 @@ static bool measuredJson(const std::string &text, json &out, std::string &error,
   return true;
 }
 
+/// What a group's collectives carry, in words.
+static std::string groupCarries(const std::string &name, const Plan &p) {
+  if (name == "tp")
+    return p.sp ? "all-gather + reduce-scatter of activations"
+                : "all-reduce of activations";
+  if (name == "pp")
+    return "send/recv of activations and their gradients";
+  if (name == "dp")
+    return p.zero == 0 ? "gradient all-reduce (buckets)"
+                       : "gradient reduce-scatter + parameter all-gather";
+  if (name == "zero3")
+    return "ZeRO-3 parameter all-gathers + gradient reduce-scatters";
+  return name;
+}
+
 std::string renderHtmlReport(const PlanResult &r, const CostModel &cm,
+                             const PlanDetails &details,
                              const std::string &modelPath,
                              const std::string &measuredTrace,
                              std::string &error) {
@@ -121,24 +137,38 @@ std::string renderHtmlReport(const PlanResult &r, const CostModel &cm,
     data["summaries"].push_back(rp.plan.summary());
 
   const Plan &best = r.plans.at(0).plan;
-  ReportData rd = buildReportData(cm, best);
+  ReportData rd = buildReportData(cm, best, details);
   json stages = json::array();
-  for (const StageMemory &s : rd.stages)
-    stages.push_back({{"device", s.device},
-                      {"layers", s.layers},
-                      {"memory", memoryJson(s.memory)}});
+  for (size_t d = 0; d < details.stageMemory.size(); ++d)
+    stages.push_back(
+        {{"device", d},
+         {"layers", d < rd.deviceLayers.size() ? rd.deviceLayers[d] : 0},
+         {"memory", memoryJson(details.stageMemory[d])}});
   data["stages"] = stages;
   json groups = json::array();
-  for (const GroupTraffic &g : rd.groups)
-    groups.push_back({{"axis", axisName(g.axis)},
+  for (size_t i = 0; i < details.groups.size(); ++i) {
+    const GroupTraffic &g = details.groups[i];
+    groups.push_back({{"name", g.name},
+                      {"axis", g.name == "zero3" ? "dp" : g.name},
                       {"size", g.size},
                       {"stride", g.stride},
-                      {"count", g.count},
-                      {"level", g.level},
-                      {"what", g.what},
-                      {"bytes_per_step", g.bytesPerStep}});
+                      {"count", best.devices() / std::max<int64_t>(1, g.size)},
+                      {"level", rd.groupLevel[i]},
+                      {"crosses", g.crosses},
+                      {"what", groupCarries(g.name, best)},
+                      {"algorithm", g.algorithm},
+                      {"protocol", g.protocol},
+                      {"bytes_per_step", g.bytesPerStep},
+                      {"comm_time_s", g.commTimeS},
+                      {"hidden_time_s", g.hiddenTimeS}});
+  }
   data["groups"] = groups;
-  data["level_bytes"] = rd.levelBytesPerDevice;
+  json levelBytes = json::array();
+  for (const LevelTraffic &l : details.levels)
+    levelBytes.push_back(l.bytesPerStep);
+  data["level_bytes"] = levelBytes;
+  data["warnings"] = details.warnings;
+  data["hidden_comm_s"] = details.hiddenCommS;
   if (rd.stepError.empty())
     data["timeline"] = timelineJson(rd.step, best);
   else

@@ -11,17 +11,19 @@
 #ifndef STRATA_COMPILER_PLANNER_HTMLREPORT_H
 #define STRATA_COMPILER_PLANNER_HTMLREPORT_H
 
-#include "compiler/planner/CostModel.h"
+#include "compiler/planner/PlanDetails.h"
 
 #include <string>
 
 namespace strata::planner {
 
-/// The whole HTML document for `result` (best plan first). With
+/// The whole HTML document for `result` (best plan first) and the best
+/// plan's `details` (describePlan, reviewPlan). With
 /// `measuredTrace` (the text of a trace the compiled executable wrote with
 /// --trace) the page also shows the run beside the prediction; if that text
 /// is not such a trace, returns "" and says why in `error`.
 std::string renderHtmlReport(const PlanResult &result, const CostModel &cm,
+                             const PlanDetails &details,
                              const std::string &modelPath,
                              const std::string &measuredTrace,
                              std::string &error);

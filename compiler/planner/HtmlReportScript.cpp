@@ -35,6 +35,7 @@ svg text.tick { fill: #666; }
 .tree, .tree ul { list-style: none; padding-left: 18px; margin: 2px 0; }
 #errors { color: #b00; }
 #errors:empty { display: none; }
+.warning { color: #8a5a00; background: #fff3cd; padding: 4px 8px; }
 )strata_css";
 
 const char *const kHtmlReportScript = R"strata_js(
@@ -144,6 +145,7 @@ function renderPlan() {
     ['schedule', P.schedule], ['ZeRO stage', P.zero], ['recompute', P.recompute],
     ['placement (innermost first)', P.placement.join(', ')],
     ['layers per (virtual) stage', runs(P.stage_layers)]], 'kv');
+  (D.warnings || []).forEach(w => el('p', {class: 'warning'}, s, 'warning: ' + w));
   el('h3', {}, s, 'Step time ' + secs(E.step_time_s) + ', ' + Math.round(E.tokens_per_s) +
     ' tokens/s, MFU ' + (100 * E.mfu).toFixed(1) + '%');
   const W = 900, svg = el('svg', {width: W, height: 34, class: 'breakdown'}, s);
@@ -158,6 +160,9 @@ function renderPlan() {
   table(s, ['', 'term', 'time', 'share'], TERMS.map(([k, name, color]) =>
     [swatch(color), name, secs(E.breakdown[k]),
      (100 * E.breakdown[k] / E.step_time_s).toFixed(1) + '%']), 'breakdown-table');
+  if (D.hidden_comm_s > 0)
+    el('p', {class: 'note'}, s, 'Communication hidden under compute (overlap the step time relies on): ' +
+      secs(D.hidden_comm_s) + ' per step.');
 }
 
 // ---- pipeline timeline ----------------------------------------------------
@@ -281,11 +286,15 @@ function renderDeviceMap() {
     const cell = el('span', {});
     cell.appendChild(swatch(levelColor(g.level)));
     cell.appendChild(document.createTextNode(' ' + lv.name));
-    return [g.axis, g.size, g.stride, g.count, cell, g.size > 1 ? g.what : '-',
-      bytes(g.bytes_per_step), members];
+    const algo = g.algorithm ? g.algorithm + (g.protocol ? ' / ' + g.protocol : '') : '-';
+    return [g.name, g.size, g.stride, g.count, cell, g.what, algo, bytes(g.bytes_per_step),
+      secs(g.comm_time_s) + (g.hidden_time_s > 0 ? ' (' + secs(g.hidden_time_s) + ' hidden)' : ''),
+      members];
   });
   table(s, ['group', 'size', 'rank stride', 'groups', 'crosses level', 'carries',
-    'bytes/step per device', 'rank 0\'s group'], rows, 'groups');
+    'collective (algorithm / protocol)', 'bytes/step per device', 'comm time/step',
+    'rank 0\'s group'], rows, 'groups');
+  if (!rows.length) el('p', {class: 'note'}, s, 'No process groups: the plan runs on one device.');
   el('h3', {}, s, 'Bytes per step per device, by topology level');
   table(s, ['', 'level', 'bytes/step', 'at full bandwidth'], D.level_bytes.map((b, l) =>
     [swatch(levelColor(l)), (levels[l] || {name: 'device'}).name, bytes(b),
@@ -347,7 +356,7 @@ function renderDeviceMap() {
     info.textContent = ' rank ' + rank + ' = tp ' + c.tp + ', dp ' + c.dp + ', pp ' + c.pp + '. ';
     ['pp', 'dp', 'tp'].forEach(axis => {
       const g = D.groups.find(x => x.axis === axis);
-      const color = levelColor(g.level);
+      const color = levelColor(g ? g.level : 0);
       const members = groupOf(rank, axis);
       info.textContent += axis + ' group: ' + (members.length > 8 ? members.slice(0, 8).join(',') +
         ',... (' + members.length + ')' : members.join(',')) + '; ';

@@ -3,6 +3,7 @@
 #include "compiler/planner/PlanCommand.h"
 
 #include "compiler/planner/HtmlReport.h"
+#include "compiler/planner/PlanDetails.h"
 #include "compiler/planner/Report.h"
 #include "compiler/planner/Search.h"
 #include "compiler/planner/Trace.h"
@@ -18,7 +19,7 @@
 namespace strata::planner {
 
 PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
-                         ClusterSpec *clusterOut) {
+                         ClusterSpec *clusterOut, SearchOptions *optionsOut) {
   PlanResult r;
   std::vector<frontend::Diagnostic> modelDiags;
   std::optional<frontend::ModelSpec> spec =
@@ -69,6 +70,8 @@ PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
     *modelOut = *model;
   if (clusterOut)
     *clusterOut = *cluster;
+  if (optionsOut)
+    *optionsOut = opts;
   return searchPlans(*model, *cluster, opts);
 }
 
@@ -101,9 +104,14 @@ static void runPlan(const PlanCliOptions &o) {
          "(docs/cluster-spec.md)");
   ModelDesc model;
   ClusterSpec cluster;
-  PlanResult r = planFromFiles(o.request, &model, &cluster);
+  SearchOptions options;
+  PlanResult r = planFromFiles(o.request, &model, &cluster, &options);
   if (!r.ok)
     fail(r.error);
+  AnalyticalCostModel costModel(model, cluster);
+  PlanDetails details =
+      describePlan(costModel, r.plans[0].plan, r.plans[0].estimate);
+  reviewPlan(model, cluster, options, r, details);
   if (!o.tracePath.empty()) {
     AnalyticalCostModel cm(model, cluster);
     SimulatedStep step;
@@ -119,7 +127,6 @@ static void runPlan(const PlanCliOptions &o) {
   if (!o.measuredPath.empty() && o.htmlPath.empty())
     fail("--measured needs --html FILE (the report that shows it)");
   if (!o.htmlPath.empty()) {
-    AnalyticalCostModel cm(model, cluster);
     std::string measured;
     if (!o.measuredPath.empty()) {
       std::ifstream in(o.measuredPath);
@@ -132,8 +139,8 @@ static void runPlan(const PlanCliOptions &o) {
       measured = text.str();
     }
     std::string error;
-    std::string page =
-        renderHtmlReport(r, cm, o.request.modelPath, measured, error);
+    std::string page = renderHtmlReport(r, costModel, details,
+                                        o.request.modelPath, measured, error);
     if (!error.empty())
       fail("--measured " + o.measuredPath + ": " + error);
     std::ofstream out(o.htmlPath);
@@ -153,10 +160,10 @@ static void runPlan(const PlanCliOptions &o) {
   }
   if (o.json)
     report << planResultToJson(r, o.request.modelPath, cluster.name,
-                               cluster.numDevices())
+                               cluster.numDevices(), planDetailsJson(details))
            << "\n";
   else
-    report << formatPlanReport(r, model, cluster);
+    report << formatPlanReport(r, model, cluster) << formatPlanDetails(details);
 }
 
 void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {

@@ -78,7 +78,9 @@ public:
              SimulatedStep &out)
       : p(p), sc(sc), out(out) {
     const ModelDesc &m = cm.model();
-    mix = layerOpMix(m, p);
+    analytical = dynamic_cast<const AnalyticalCostModel *>(&cm);
+    if (analytical)
+      mix = layerOpMix(*analytical, p);
     double fwdComms = m.kind == ModelDesc::Kind::Transformer ? 2 : 1;
     double allComms =
         2 * fwdComms + (p.recompute == Recompute::Full ? fwdComms : 0);
@@ -90,7 +92,6 @@ public:
                       double(m.hidden) * double(m.dtypeBytes);
     opMix = std::to_string(mix.gemms) + " gemm, " +
             std::to_string(mix.pointwise) + " pointwise";
-    analytical = dynamic_cast<const AnalyticalCostModel *>(&cm);
     if (analytical && p.zero >= 3 && p.dp > 1) {
       double params = sc.layerWeights * double(p.dp) / double(m.dtypeBytes);
       zeroBytes = params * double(m.dtypeBytes);
@@ -103,10 +104,8 @@ public:
   void layers(const PlacedOp &op, int64_t firstLayer, int64_t count) {
     int64_t S = p.pp * p.vpp;
     double share = op.forward ? 1.0 / 3.0 : 2.0 / 3.0;
-    double embed =
-        op.stage == 0 ? share * (sc.firstCompute + sc.firstTpComm) : 0.0;
-    double head =
-        op.stage == S - 1 ? share * (sc.lastCompute + sc.lastTpComm) : 0.0;
+    double embed = op.stage == 0 ? share * sc.firstExtra() : 0.0;
+    double head = op.stage == S - 1 ? share * sc.lastExtra() : 0.0;
     double t = op.start;
     const char *dir = op.forward ? "fwd" : "bwd";
     std::string mb = " (mb " + std::to_string(op.microbatch) + ")";
@@ -146,8 +145,8 @@ public:
              {{"bytes", activationBytes}, {"group_size", double(p.tp)}}, {});
       if (gatherS > 0) {
         // Prefetched under the previous layer: it starts one gather earlier.
-        double gathers =
-            op.forward ? 1 : (p.recompute == Recompute::Full ? 2 : 1);
+        // One gather per pass (recomputation runs inside the backward's).
+        double gathers = 1;
         push(op.device, TraceTrack::DpComm,
              "zero-3 all-gather, layer " + std::to_string(layer), "zero-gather",
              std::max(0.0, t - gathers * gatherS + zero), gathers * gatherS,
@@ -234,9 +233,9 @@ bool simulateStep(const CostModel &cm, const Plan &p, SimulatedStep &out,
     double t = n * (forward ? sc.layerForward : layerBwd);
     double share = forward ? 1.0 / 3.0 : 2.0 / 3.0;
     if (s == 0)
-      t += share * (sc.firstCompute + sc.firstTpComm);
+      t += share * sc.firstExtra();
     if (s == S - 1)
-      t += share * (sc.lastCompute + sc.lastTpComm);
+      t += share * sc.lastExtra();
     return t;
   };
   std::vector<std::vector<Op>> orders(P);

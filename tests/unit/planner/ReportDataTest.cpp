@@ -1,8 +1,8 @@
 //===- ReportDataTest.cpp - Numbers behind the HTML report ----------------===//
 //
-// Group membership follows the plan's rank numbering; the stage memory the
-// report draws peaks where the estimate says; traffic lands on the level a
-// group crosses; the page is self-contained and carries every view.
+// Group membership follows the plan's rank numbering; layers per device and
+// the level each group is coloured by; the page is self-contained, carries
+// every view and a measured trace when given one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,36 +44,23 @@ TEST(ReportData, GroupsFollowTheRankNumbering) {
   }
 }
 
-TEST(ReportData, StageMemoryPeaksAtTheEstimate) {
-  AnalyticalCostModel cm(gpt(2048, 16, 8), preset("dgx-a100:2"));
-  Plan p = plan(2, 4, 2, 8);
-  ReportData r = buildReportData(cm, p);
-  ASSERT_EQ(r.stages.size(), 2u);
-  double peak = 0;
-  for (const StageMemory &s : r.stages)
-    peak = std::max(peak, s.memory.total());
-  EXPECT_NEAR(peak / cm.estimate(p).memory.total(), 1.0, 1e-12);
-  // 1F1B: the first stage holds more micro-batches' activations.
-  EXPECT_GT(r.stages[0].memory.activations, r.stages[1].memory.activations);
-}
-
-TEST(ReportData, TrafficLandsOnTheLevelTheGroupCrosses) {
+TEST(ReportData, LayersPerDeviceAndTheLevelEachGroupCrosses) {
   AnalyticalCostModel cm(gpt(2048, 16, 8), preset("dgx-a100:2"));
   Plan p = plan(2, 4, 2, 8); // tp and dp inside a node, pp across nodes
-  ReportData r = buildReportData(cm, p);
-  ASSERT_EQ(r.groups.size(), 3u);
-  EXPECT_EQ(r.groups[0].level, 0u); // tp: 4 ranks in one node
-  EXPECT_EQ(r.groups[1].level, 0u); // dp: stride 4, 2 members, one node
-  EXPECT_EQ(r.groups[2].level, 1u); // pp: stride 8 crosses nodes
-  for (const GroupTraffic &g : r.groups)
-    EXPECT_GT(g.bytesPerStep, 0) << axisName(g.axis);
-  EXPECT_DOUBLE_EQ(r.levelBytesPerDevice[0],
-                   r.groups[0].bytesPerStep + r.groups[1].bytesPerStep);
-  EXPECT_DOUBLE_EQ(r.levelBytesPerDevice[1], r.groups[2].bytesPerStep);
-  // A pipeline device sends one activation and one gradient per
-  // micro-batch, 1/tp of each per rank.
-  double act = 2048.0 * 2048 * 2;
-  EXPECT_DOUBLE_EQ(r.groups[2].bytesPerStep, 2 * 8 * act / 4);
+  p.vpp = 2;
+  p.schedule = Schedule::Interleaved;
+  p.stageLayers = {1, 2, 3, 2}; // virtual stage k runs on device k % pp
+  Estimate e = cm.estimate(p);
+  PlanDetails details = describePlan(cm, p, e);
+  ReportData r = buildReportData(cm, p, details);
+  EXPECT_EQ(r.deviceLayers, (std::vector<int64_t>{4, 4}));
+  ASSERT_EQ(r.groupLevel.size(), details.groups.size());
+  for (size_t i = 0; i < details.groups.size(); ++i) {
+    const std::string &name = details.groups[i].name;
+    EXPECT_EQ(r.groupLevel[i], name == "pp" ? 1u : 0u) << name;
+  }
+  EXPECT_TRUE(r.stepError.empty()) << r.stepError;
+  EXPECT_GT(r.step.stepEndS, 0);
 }
 
 TEST(HtmlReport, SelfContainedWithEveryView) {
@@ -85,8 +72,9 @@ TEST(HtmlReport, SelfContainedWithEveryView) {
   PlanResult r = searchPlans(m, c, o);
   ASSERT_TRUE(r.ok) << r.error;
   AnalyticalCostModel cm(m, c);
+  PlanDetails details = describePlan(cm, r.plans[0].plan, r.plans[0].estimate);
   std::string error;
-  std::string html = renderHtmlReport(r, cm, "model.yaml", "", error);
+  std::string html = renderHtmlReport(r, cm, details, "model.yaml", "", error);
   EXPECT_EQ(error, "");
   EXPECT_EQ(html.find("<script src"), std::string::npos);
   EXPECT_EQ(html.find("<link"), std::string::npos);
@@ -103,9 +91,10 @@ TEST(HtmlReport, SelfContainedWithEveryView) {
   std::string trace = R"({"traceEvents": [{"ph": "X", "name": "matmul",
       "cat": "compute", "pid": 1, "tid": 0, "ts": 5, "dur": 2,
       "args": {"step": 3}}]})";
-  html = renderHtmlReport(r, cm, "model.yaml", trace, error);
+  html = renderHtmlReport(r, cm, details, "model.yaml", trace, error);
   EXPECT_EQ(error, "");
   EXPECT_NE(html.find("\"measured\":{"), std::string::npos);
-  EXPECT_EQ(renderHtmlReport(r, cm, "model.yaml", "[1, 2]", error), "");
+  EXPECT_EQ(renderHtmlReport(r, cm, details, "model.yaml", "[1, 2]", error),
+            "");
   EXPECT_NE(error.find("not a Chrome trace"), std::string::npos);
 }
