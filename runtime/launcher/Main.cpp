@@ -558,6 +558,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   int64_t ran = 0;
   bool stopped = false;
   for (int64_t i = 0; i < toRun; ++i) {
+    tracing->beforeStep(trainer, trainer.step() + 1, toRun - i);
     if (testFailure.rank == rank && testFailure.step == trainer.step() + 1) {
       std::fprintf(stderr,
                    "strata: rank %d: STRATA_TEST_FAIL: exiting with status 3 "
@@ -566,10 +567,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
       std::fflush(stderr);
       ::_exit(3);
     }
-    tracing->beforeStep(trainer, trainer.step() + 1, toRun - i);
     StepStats s = trainer.runStep(*data, stopSignal != 0);
-    tracing->afterStep(trainer, comms->world(), s.seconds,
-                       i + 1 == toRun || s.stopRequested);
     // The loss is the same on every rank, so all of them stop here.
     if (!std::isfinite(s.loss))
       throw CollectiveError(
@@ -577,6 +575,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
           std::to_string(s.loss) +
           "; training diverged (lower the learning rate or enable gradient "
           "clipping)");
+    tracing->afterStep(trainer, comms->world(), s.seconds,
+                       i + 1 == toRun || s.stopRequested);
     elapsed += s.seconds;
     lastLoss = s.loss;
     ++ran;
