@@ -13,13 +13,13 @@ PACKAGES=(
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   # tests
   libgtest-dev libgmock-dev python3
+  # the HTML plan report's browser test (tests/report; skipped without it)
+  chromium
   # runtime: CPU kernels and MPI
   # libdnnl-dev's CMake package config requires OpenCL (only a Recommends)
   libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
   # the independent reference implementation used by end-to-end tests and benchmarks
   python3-torch python3-numpy
-  # the HTML plan report's browser test (tests/report; skipped without it)
-  chromium
 )
 
 missing=()
