@@ -12,6 +12,7 @@
 
 #include "runtime/core/LrSchedule.h"
 #include "runtime/core/RunDirectory.h"
+#include "runtime/core/StepTrace.h"
 #include "runtime/core/Trainer.h"
 #include "runtime/format/Bundle.h"
 #include "runtime/launcher/Launcher.h"
@@ -419,6 +420,12 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
     throw CollectiveError("--save-best needs --save DIR and --eval-data FILE");
   if (opt.evalBatches < 1)
     throw CollectiveError("--eval-batches must be >= 1");
+  std::optional<StepTraceSession> tracing;
+  try {
+    tracing.emplace(opt.trace, opt.traceSteps);
+  } catch (const RuntimeError &e) {
+    throw CollectiveError(e.what());
+  }
 
   // Check every input before the first step, so a bad flag fails fast, and
   // on every rank before any collective, so a failure cannot strand a rank.
@@ -578,6 +585,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   int64_t ran = 0;
   bool stopped = false;
   for (int64_t i = 0; i < toRun; ++i) {
+    tracing->beforeStep(trainer, trainer.step() + 1, toRun - i);
     if (testFailure.rank == rank && testFailure.step == trainer.step() + 1) {
       std::fprintf(stderr,
                    "strata: rank %d: STRATA_TEST_FAIL: exiting with status 3 "
@@ -594,6 +602,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
           std::to_string(s.loss) +
           "; training diverged (lower the learning rate or enable gradient "
           "clipping)");
+    tracing->afterStep(trainer, comms->world(), s.seconds,
+                       i + 1 == toRun || s.stopRequested);
     elapsed += s.seconds;
     lastLoss = s.loss;
     ++ran;
@@ -647,6 +657,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
         !last)
       saveStep(step);
   }
+  tracing->finish(rank, first + 1, trainer.step());
   if (!opt.save.empty() && savedStep != trainer.step())
     saveStep(trainer.step());
 
@@ -789,6 +800,12 @@ int main(int argc, char **argv) {
   app.add_option("--print-every", opt.printEvery,
                  "Progress line period when stderr is not a terminal")
       ->check(nonNegative);
+  app.add_option("--trace", opt.trace,
+                 "write a measured Chrome trace of --trace-steps (every "
+                 "instruction on every rank; docs/report.md)");
+  app.add_option("--trace-steps", opt.traceSteps,
+                 "steps to trace, A..B (1-based; default: the run's second "
+                 "step)");
   app.add_flag("--info", opt.info,
                "Describe the program and the run's settings and exit");
   auto *overrides = app.add_option_group(
