@@ -92,6 +92,9 @@ void applyKindDefaults(DeviceSpec &d) {
   }
   d.gemmDepthHalf = 128;
   d.gemmRowsHalf = 0;
+  // NCCL's ring/tree kernels: one thread block per channel, 16 channels on
+  // DGX systems (two per NIC); MPI on CPU ranks takes no compute units.
+  d.collectiveUnits = d.kind == "cpu" ? 0 : 16;
 }
 
 /// A DGX node: 8 GPUs on NVLink/NVSwitch (`nvlink` bytes/s per GPU, each
@@ -110,9 +113,6 @@ static ClusterSpec dgx(const std::string &preset, int64_t nodes,
   d.memoryBandwidth = hbm;
   d.computeUnits = units;
   applyKindDefaults(d);
-  // NCCL's ring/tree kernels: one thread block per channel, 16 channels on
-  // DGX systems (two per NIC).
-  d.collectiveUnits = 16;
   c.levels.push_back({"nvlink", 8, nvlink, 3e-6, 0.8, 1.0});
   c.levels.push_back({"infiniband", nodes, ib, 5e-6, 0.9, 1.0});
   return c;
@@ -309,7 +309,8 @@ public:
                   "(see docs/cluster-spec.md)");
       return std::nullopt;
     }
-    checkKeys(root, {"name", "device", "topology", "host_memory"},
+    checkKeys(root,
+              {"name", "device", "topology", "host_memory", "collectives"},
               "the cluster spec");
     ClusterSpec c;
     c.name =
@@ -318,6 +319,11 @@ public:
     readTopology(root, c);
     if (auto v = quantity(root, "host_memory", "bytes", false, "24 GiB"))
       c.sharedHostMemoryBytes = *v;
+    if (YAML::Node k = root["collectives"]) {
+      c.collectives = k.IsScalar() ? k.Scalar() : "";
+      if (c.collectives != "nccl" && c.collectives != "alpha-beta")
+        error(k, "collectives must be 'nccl' or 'alpha-beta'");
+    }
     if (!diags.empty())
       return std::nullopt;
     return c;
@@ -334,7 +340,8 @@ private:
     }
     checkKeys(dev,
               {"name", "kind", "memory", "reserved_memory", "memory_bandwidth",
-               "peak_flops", "compute_units", "gemm_tile", "efficiency"},
+               "peak_flops", "compute_units", "gemm_tile", "efficiency",
+               "collective_units", "exp_rate"},
               "'device'");
     if (dev["name"] && dev["name"].IsScalar())
       d.name = dev["name"].Scalar();
@@ -352,6 +359,10 @@ private:
     if (auto v =
             quantity(dev, "memory_bandwidth", "bandwidth", true, "2039 GB/s"))
       d.memoryBandwidth = *v;
+    if (auto v = quantity(dev, "collective_units", "count", false, "16"))
+      d.collectiveUnits = int(*v);
+    if (auto v = quantity(dev, "exp_rate", "count", false, "3.9e12"))
+      d.expRate = *v;
     YAML::Node pf = dev["peak_flops"];
     if (!pf.IsDefined() || !pf.IsMap() || pf.size() == 0) {
       error(pf.IsDefined() ? pf : dev,
@@ -423,7 +434,7 @@ private:
       }
       checkKeys(lv,
                 {"name", "size", "bandwidth", "latency", "efficiency",
-                 "oversubscription"},
+                 "oversubscription", "nvls_bus_bandwidth"},
                 "a topology level");
       TopologyLevel t;
       t.name = lv["name"] && lv["name"].IsScalar()
@@ -441,6 +452,9 @@ private:
       }
       if (auto v = quantity(lv, "latency", "time", true, "5 us"))
         t.latencyS = *v;
+      if (auto v = quantity(lv, "nvls_bus_bandwidth", "bandwidth", false,
+                            "480 GB/s"))
+        t.nvlsBusBandwidth = *v;
       if (auto v = quantity(lv, "efficiency", "fraction", false, "0.8")) {
         if (*v <= 0 || *v > 1)
           error(lv["efficiency"], "efficiency is a fraction in (0, 1]");

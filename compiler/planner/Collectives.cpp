@@ -107,7 +107,8 @@ static CollectiveCost ncclCost(const ClusterSpec &c, Collective kind,
   if (allReduce && nodes == 1 && !c.levels.empty() &&
       c.levels[0].nvlsBusBandwidth > 0 && s.members.size() >= 1 &&
       s.outermostLevel() == 0)
-    consider("nvls", Simple, nvlsLatency, c.levels[0].nvlsBusBandwidth / factor);
+    consider("nvls", Simple, nvlsLatency,
+             c.levels[0].nvlsBusBandwidth / factor);
   best.busBandwidth = bytes * factor / best.timeS;
   return best;
 }
@@ -130,8 +131,7 @@ static CollectiveCost alphaBetaCost(const ClusterSpec &c, Collective kind,
   double bw = ringBusBandwidth(c, s);
   CollectiveCost best;
   best.algorithm = "ring";
-  best.timeS =
-      passes * (n - 1) / n * bytes / bw + passes * (n - 1) * alpha;
+  best.timeS = passes * (n - 1) / n * bytes / bw + passes * (n - 1) * alpha;
   // Hierarchical ring.
   double hier = 0;
   for (size_t l = 0; l < s.members.size() && l < c.levels.size(); ++l) {

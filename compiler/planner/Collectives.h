@@ -1,4 +1,5 @@
-//===- Collectives.h - Collective times as the runtime's library runs them -===//
+//===- Collectives.h - Collective times as the runtime's library runs them
+//-===//
 //
 // GPU clusters: NCCL's own cost model (src/graph/tuning.cc, NCCL 2.2x): ring
 // and tree algorithms (NVLS inside one NVSwitch domain), the LL, LL128 and

@@ -82,8 +82,7 @@ double AnalyticalCostModel::gemmTime(double M, double N, double K,
   return std::max(compute, memory) + d.kernelOverheadS;
 }
 
-double AnalyticalCostModel::fusedAttentionTime(double heads, double s,
-                                               double d,
+double AnalyticalCostModel::fusedAttentionTime(double heads, double s, double d,
                                                bool backward) const {
   const DeviceSpec &dev = c.device;
   // Forward: QK^T and PV (2 GEMMs of 2·s·s·d); backward: QK^T again, dV,
@@ -270,7 +269,7 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
       gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
       pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
     }
-    gemm(T, h, h / t, 1, T * h / t * e);   // projection; saves its input
+    gemm(T, h, h / t, 1, T * h / t * e); // projection; saves its input
     residual();
     layerNorm();
     if (m.gatedMlp) {
@@ -559,14 +558,13 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     };
     // One collective per bucket, each paying the library's latency (at
     // hundreds of ranks a ring's 2(p-1) steps cost milliseconds).
-    double buckets =
-        std::max(1.0, std::ceil(bytes / double(std::max<int64_t>(
-                                            1, p.bucketBytes))));
-    auto bucketed = [&](double (AnalyticalCostModel::*op)(double, int64_t,
-                                                          int64_t) const,
-                        double total) {
-      return buckets * (this->*op)(total / buckets, dpStride, p.dp);
-    };
+    double buckets = std::max(
+        1.0, std::ceil(bytes / double(std::max<int64_t>(1, p.bucketBytes))));
+    auto bucketed =
+        [&](double (AnalyticalCostModel::*op)(double, int64_t, int64_t) const,
+            double total) {
+          return buckets * (this->*op)(total / buckets, dpStride, p.dp);
+        };
     if (p.zero == 0) {
       sc.dpExposed = exposed(
           bucketed(&AnalyticalCostModel::allReduceTime, bytes), backward);

@@ -133,8 +133,7 @@ static void runPlan(const PlanCliOptions &o) {
                                cluster.numDevices(), planDetailsJson(details))
            << "\n";
   else
-    report << formatPlanReport(r, model, cluster)
-           << formatPlanDetails(details);
+    report << formatPlanReport(r, model, cluster) << formatPlanDetails(details);
 }
 
 void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {

@@ -1,4 +1,5 @@
-//===- CollectivesTest.cpp - NCCL's algorithm and protocol choice ----------===//
+//===- CollectivesTest.cpp - NCCL's algorithm and protocol choice
+//----------===//
 //
 // Each expected time is computed by hand from NCCL's tuning constants
 // (docs/cost-model.md, "Communication"): latency = base + per-step hardware
@@ -28,8 +29,7 @@ TEST(Collectives, LargeAllReduceInsideADgxA100IsRingSimple) {
   CollectiveCost r = cost("dgx-a100:1", Collective::AllReduce, 1e9, 1, 8);
   EXPECT_STREQ(r.algorithm, "ring");
   EXPECT_STREQ(r.protocol, "Simple");
-  EXPECT_NEAR(r.timeS, (8.4 + 14 * 3.4) * 1e-6 + 1e9 * 2 * 7 / 8 / 240e9,
-              1e-9);
+  EXPECT_NEAR(r.timeS, (8.4 + 14 * 3.4) * 1e-6 + 1e9 * 2 * 7 / 8 / 240e9, 1e-9);
   // nccl-tests on 8 A100 SXM: 230-250 GB/s bus bandwidth at large sizes.
   EXPECT_GT(r.busBandwidth, 230e9);
   EXPECT_LT(r.busBandwidth, 250e9);

@@ -330,8 +330,7 @@ TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   double tile = 1024.0 / (8 * 132), depth = 2048.0 / (2048 + 128);
   double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * 0.72 * tile * depth);
   double ex = s * s * heads * 0.5 / (132 * 16 * 1.83e9 * tile);
-  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6,
-              1e-9);
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6, 1e-9);
   // Backward: 5 GEMMs and the exponentials again.
   EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, true), 2.5 * mm + ex + 5e-6,
               1e-9);
