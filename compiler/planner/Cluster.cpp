@@ -310,7 +310,8 @@ public:
       return std::nullopt;
     }
     checkKeys(root,
-              {"name", "device", "topology", "host_memory", "collectives"},
+              {"name", "device", "topology", "host_memory", "collectives",
+               "host_memory_bandwidth", "host_cache"},
               "the cluster spec");
     ClusterSpec c;
     c.name =
@@ -319,6 +320,11 @@ public:
     readTopology(root, c);
     if (auto v = quantity(root, "host_memory", "bytes", false, "24 GiB"))
       c.sharedHostMemoryBytes = *v;
+    if (auto v = quantity(root, "host_memory_bandwidth", "bandwidth", false,
+                          "12 GB/s"))
+      c.hostMemoryBandwidth = *v;
+    if (auto v = quantity(root, "host_cache", "bytes", false, "32 MiB"))
+      c.hostCacheBytes = *v;
     if (YAML::Node k = root["collectives"]) {
       c.collectives = k.IsScalar() ? k.Scalar() : "";
       if (c.collectives != "nccl" && c.collectives != "alpha-beta")

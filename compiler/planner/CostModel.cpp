@@ -127,8 +127,16 @@ double AnalyticalCostModel::overlappedCommTime(double comm,
 }
 
 double AnalyticalCostModel::memoryBoundTime(double bytes) const {
-  return bytes / (c.device.memoryBandwidth * c.device.memoryEfficiency) +
-         c.device.kernelOverheadS;
+  double bw = c.device.memoryBandwidth * c.device.memoryEfficiency;
+  // Ranks of one host run the same kernels at about the same time (SPMD):
+  // a kernel that outgrows its share of the last-level cache streams from
+  // DRAM at its share of the host's bandwidth.
+  if (c.hostMemoryBandwidth > 0) {
+    double ranks = double(c.numDevices());
+    if (bytes > c.hostCacheBytes / ranks)
+      bw = std::min(bw, c.hostMemoryBandwidth / ranks);
+  }
+  return bytes / bw + c.device.kernelOverheadS;
 }
 
 //===----------------------------------------------------------------------===//

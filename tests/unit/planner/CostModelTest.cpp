@@ -353,3 +353,21 @@ TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
   EXPECT_NEAR(cm.allReduceTime(bytes / buckets, 1, 8), one, 1e-12);
   EXPECT_NEAR(cm.stageCosts(p).dpExposed, buckets * one, 1e-12);
 }
+
+TEST(CostModel, CpuRanksShareTheHostsMemoryBandwidth) {
+  // Two ranks of one host whose DRAM streams 10 GB/s with both ranks
+  // reading, 32 MiB of last-level cache: a 1 MiB kernel runs at the rank's
+  // own (cache) bandwidth, a 100 MB one at half the host's.
+  ClusterSpec c = preset("local:2");
+  c.device.kernelOverheadS = 0;
+  c.hostMemoryBandwidth = 10e9;
+  c.hostCacheBytes = 32 << 20;
+  AnalyticalCostModel cm(gpt(256, 4, 2, 128, 1024), c);
+  double own = c.device.memoryBandwidth * c.device.memoryEfficiency;
+  EXPECT_NEAR(cm.memoryBoundTime(1 << 20), double(1 << 20) / own, 1e-15);
+  EXPECT_NEAR(cm.memoryBoundTime(100e6), 100e6 / 5e9, 1e-12);
+  // Without a measured host bandwidth the rank's own number holds.
+  c.hostMemoryBandwidth = 0;
+  AnalyticalCostModel alone(gpt(256, 4, 2, 128, 1024), c);
+  EXPECT_NEAR(alone.memoryBoundTime(100e6), 100e6 / own, 1e-12);
+}
