@@ -50,7 +50,12 @@ double ringBusBandwidth(const ClusterSpec &c, const GroupSpan &s) {
     int64_t below = l == 0 ? 1 : s.members[l - 1];
     if (s.members[l] == below)
       continue; // the group does not cross this level's units
-    bw = std::min(bw, double(below) * levelBandwidth(c, l));
+    // The ring's channels leave a unit of level l through the links of the
+    // members of one innermost unit (one NIC each: a channel per NIC), not
+    // through every member inside the unit: above the first network level
+    // the crossing width stays members[0].
+    double width = l == 0 ? 1.0 : double(std::min(below, s.members[0]));
+    bw = std::min(bw, width * levelBandwidth(c, l));
   }
   return bw;
 }

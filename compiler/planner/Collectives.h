@@ -46,9 +46,10 @@ bool usesNccl(const ClusterSpec &c);
 CollectiveCost collectiveCost(const ClusterSpec &c, Collective kind,
                               double bytes, const GroupSpan &span);
 
-/// Ring bus bandwidth of a group: the slowest crossed level, where a level's
-/// links are shared by the group's members inside one unit of it (each
-/// member drives its own link/NIC). Bytes/s.
+/// Ring bus bandwidth of a group: the slowest crossed level. Level 0's
+/// link is each member's own; a higher level is crossed through the NICs of
+/// the members of one innermost unit (a channel per NIC), so its width is
+/// members[0] however many members the unit of that level holds. Bytes/s.
 double ringBusBandwidth(const ClusterSpec &c, const GroupSpan &span);
 
 } // namespace strata::planner
