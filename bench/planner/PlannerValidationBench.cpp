@@ -30,8 +30,8 @@ struct Row {
 /// docs/validation.md's published-runs table.
 static void printPublishedRuns() {
   const char *dir = std::getenv("STRATA_VALIDATION_DIR");
-  std::string path = std::string(dir ? dir : STRATA_VALIDATION_DIR) +
-                     "/published-runs.csv";
+  std::string path =
+      std::string(dir ? dir : STRATA_VALIDATION_DIR) + "/published-runs.csv";
   std::vector<std::string> skipped;
   std::vector<PublishedRun> runs = readPublishedRuns(path, skipped);
   std::printf("\npublished runs (%s)\n\n", path.c_str());

@@ -92,6 +92,9 @@ void applyKindDefaults(DeviceSpec &d) {
   }
   d.gemmDepthHalf = 128;
   d.gemmRowsHalf = 0;
+  // NCCL's ring/tree kernels: one thread block per channel, 16 channels on
+  // DGX systems (two per NIC); MPI on CPU ranks takes no compute units.
+  d.collectiveUnits = d.kind == "cpu" ? 0 : 16;
 }
 
 /// One NVIDIA data-centre GPU of a DGX.
@@ -106,9 +109,6 @@ static DeviceSpec gpuDevice(const char *gpu, double bf16, double fp32,
   d.memoryBandwidth = hbm;
   d.computeUnits = units;
   applyKindDefaults(d);
-  // NCCL's ring/tree kernels: one thread block per channel, 16 channels on
-  // DGX systems (two per NIC).
-  d.collectiveUnits = 16;
   return d;
 }
 
@@ -359,7 +359,9 @@ public:
                   "(see docs/cluster-spec.md)");
       return std::nullopt;
     }
-    checkKeys(root, {"name", "device", "topology", "host_memory"},
+    checkKeys(root,
+              {"name", "device", "topology", "host_memory", "collectives",
+               "host_memory_bandwidth", "host_cache"},
               "the cluster spec");
     ClusterSpec c;
     c.name =
@@ -368,6 +370,16 @@ public:
     readTopology(root, c);
     if (auto v = quantity(root, "host_memory", "bytes", false, "24 GiB"))
       c.sharedHostMemoryBytes = *v;
+    if (auto v = quantity(root, "host_memory_bandwidth", "bandwidth", false,
+                          "12 GB/s"))
+      c.hostMemoryBandwidth = *v;
+    if (auto v = quantity(root, "host_cache", "bytes", false, "32 MiB"))
+      c.hostCacheBytes = *v;
+    if (YAML::Node k = root["collectives"]) {
+      c.collectives = k.IsScalar() ? k.Scalar() : "";
+      if (c.collectives != "nccl" && c.collectives != "alpha-beta")
+        error(k, "collectives must be 'nccl' or 'alpha-beta'");
+    }
     if (!diags.empty())
       return std::nullopt;
     return c;
@@ -384,7 +396,8 @@ private:
     }
     checkKeys(dev,
               {"name", "kind", "memory", "reserved_memory", "memory_bandwidth",
-               "peak_flops", "compute_units", "gemm_tile", "efficiency"},
+               "peak_flops", "compute_units", "gemm_tile", "efficiency",
+               "collective_units", "exp_rate"},
               "'device'");
     if (dev["name"] && dev["name"].IsScalar())
       d.name = dev["name"].Scalar();
@@ -402,6 +415,10 @@ private:
     if (auto v =
             quantity(dev, "memory_bandwidth", "bandwidth", true, "2039 GB/s"))
       d.memoryBandwidth = *v;
+    if (auto v = quantity(dev, "collective_units", "count", false, "16"))
+      d.collectiveUnits = int(*v);
+    if (auto v = quantity(dev, "exp_rate", "count", false, "3.9e12"))
+      d.expRate = *v;
     YAML::Node pf = dev["peak_flops"];
     if (!pf.IsDefined() || !pf.IsMap() || pf.size() == 0) {
       error(pf.IsDefined() ? pf : dev,
@@ -473,7 +490,7 @@ private:
       }
       checkKeys(lv,
                 {"name", "size", "bandwidth", "latency", "efficiency",
-                 "oversubscription"},
+                 "oversubscription", "nvls_bus_bandwidth"},
                 "a topology level");
       TopologyLevel t;
       t.name = lv["name"] && lv["name"].IsScalar()
@@ -491,6 +508,9 @@ private:
       }
       if (auto v = quantity(lv, "latency", "time", true, "5 us"))
         t.latencyS = *v;
+      if (auto v = quantity(lv, "nvls_bus_bandwidth", "bandwidth", false,
+                            "480 GB/s"))
+        t.nvlsBusBandwidth = *v;
       if (auto v = quantity(lv, "efficiency", "fraction", false, "0.8")) {
         if (*v <= 0 || *v > 1)
           error(lv["efficiency"], "efficiency is a fraction in (0, 1]");

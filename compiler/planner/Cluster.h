@@ -90,6 +90,10 @@ struct ClusterSpec {
   /// `device.memoryBytes` is this total over the device count, so more
   /// ranks do not add memory. 0 for clusters of real devices.
   double sharedHostMemoryBytes = 0;
+  /// DRAM bandwidth of the one host all devices are ranks of, with every
+  /// rank streaming at once (`strata calibrate` measures it), and its
+  /// last-level cache; 0 = devices have their own memory (GPUs).
+  double hostMemoryBandwidth = 0, hostCacheBytes = 0;
   /// How collectives are costed (Collectives.h): "nccl", "alpha-beta", or
   /// empty for the device kind's library (NCCL on GPUs, MPI on CPU ranks).
   std::string collectives;

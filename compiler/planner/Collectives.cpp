@@ -50,7 +50,12 @@ double ringBusBandwidth(const ClusterSpec &c, const GroupSpan &s) {
     int64_t below = l == 0 ? 1 : s.members[l - 1];
     if (s.members[l] == below)
       continue; // the group does not cross this level's units
-    bw = std::min(bw, double(below) * levelBandwidth(c, l));
+    // The ring's channels leave a unit of level l through the links of the
+    // members of one innermost unit (one NIC each: a channel per NIC), not
+    // through every member inside the unit: above the first network level
+    // the crossing width stays members[0].
+    double width = l == 0 ? 1.0 : double(std::min(below, s.members[0]));
+    bw = std::min(bw, width * levelBandwidth(c, l));
   }
   return bw;
 }
@@ -107,7 +112,8 @@ static CollectiveCost ncclCost(const ClusterSpec &c, Collective kind,
   if (allReduce && nodes == 1 && !c.levels.empty() &&
       c.levels[0].nvlsBusBandwidth > 0 && s.members.size() >= 1 &&
       s.outermostLevel() == 0)
-    consider("nvls", Simple, nvlsLatency, c.levels[0].nvlsBusBandwidth / factor);
+    consider("nvls", Simple, nvlsLatency,
+             c.levels[0].nvlsBusBandwidth / factor);
   best.busBandwidth = bytes * factor / best.timeS;
   return best;
 }
@@ -130,8 +136,7 @@ static CollectiveCost alphaBetaCost(const ClusterSpec &c, Collective kind,
   double bw = ringBusBandwidth(c, s);
   CollectiveCost best;
   best.algorithm = "ring";
-  best.timeS =
-      passes * (n - 1) / n * bytes / bw + passes * (n - 1) * alpha;
+  best.timeS = passes * (n - 1) / n * bytes / bw + passes * (n - 1) * alpha;
   // Hierarchical ring.
   double hier = 0;
   for (size_t l = 0; l < s.members.size() && l < c.levels.size(); ++l) {

@@ -1,4 +1,5 @@
-//===- Collectives.h - Collective times as the runtime's library runs them -===//
+//===- Collectives.h - Collective times as the runtime's library runs them
+//-===//
 //
 // GPU clusters: NCCL's own cost model (src/graph/tuning.cc, NCCL 2.2x): ring
 // and tree algorithms (NVLS inside one NVSwitch domain), the LL, LL128 and
@@ -45,9 +46,10 @@ bool usesNccl(const ClusterSpec &c);
 CollectiveCost collectiveCost(const ClusterSpec &c, Collective kind,
                               double bytes, const GroupSpan &span);
 
-/// Ring bus bandwidth of a group: the slowest crossed level, where a level's
-/// links are shared by the group's members inside one unit of it (each
-/// member drives its own link/NIC). Bytes/s.
+/// Ring bus bandwidth of a group: the slowest crossed level. Level 0's
+/// link is each member's own; a higher level is crossed through the NICs of
+/// the members of one innermost unit (a channel per NIC), so its width is
+/// members[0] however many members the unit of that level holds. Bytes/s.
 double ringBusBandwidth(const ClusterSpec &c, const GroupSpan &span);
 
 } // namespace strata::planner

@@ -82,8 +82,7 @@ double AnalyticalCostModel::gemmTime(double M, double N, double K,
   return std::max(compute, memory) + d.kernelOverheadS;
 }
 
-double AnalyticalCostModel::fusedAttentionTime(double heads, double s,
-                                               double d,
+double AnalyticalCostModel::fusedAttentionTime(double heads, double s, double d,
                                                bool backward) const {
   const DeviceSpec &dev = c.device;
   // Forward: QK^T and PV (2 GEMMs of 2·s·s·d); backward: QK^T again, dV,
@@ -128,8 +127,16 @@ double AnalyticalCostModel::overlappedCommTime(double comm,
 }
 
 double AnalyticalCostModel::memoryBoundTime(double bytes) const {
-  return bytes / (c.device.memoryBandwidth * c.device.memoryEfficiency) +
-         c.device.kernelOverheadS;
+  double bw = c.device.memoryBandwidth * c.device.memoryEfficiency;
+  // Ranks of one host run the same kernels at about the same time (SPMD):
+  // a kernel that outgrows its share of the last-level cache streams from
+  // DRAM at its share of the host's bandwidth.
+  if (c.hostMemoryBandwidth > 0) {
+    double ranks = double(c.numDevices());
+    if (bytes > c.hostCacheBytes / ranks)
+      bw = std::min(bw, c.hostMemoryBandwidth / ranks);
+  }
+  return bytes / bw + c.device.kernelOverheadS;
 }
 
 //===----------------------------------------------------------------------===//
@@ -562,14 +569,13 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     };
     // One collective per bucket, each paying the library's latency (at
     // hundreds of ranks a ring's 2(p-1) steps cost milliseconds).
-    double buckets =
-        std::max(1.0, std::ceil(bytes / double(std::max<int64_t>(
-                                            1, p.bucketBytes))));
-    auto bucketed = [&](double (AnalyticalCostModel::*op)(double, int64_t,
-                                                          int64_t) const,
-                        double total) {
-      return buckets * (this->*op)(total / buckets, dpStride, p.dp);
-    };
+    double buckets = std::max(
+        1.0, std::ceil(bytes / double(std::max<int64_t>(1, p.bucketBytes))));
+    auto bucketed =
+        [&](double (AnalyticalCostModel::*op)(double, int64_t, int64_t) const,
+            double total) {
+          return buckets * (this->*op)(total / buckets, dpStride, p.dp);
+        };
     if (p.zero == 0) {
       sc.dpExposed = exposed(
           bucketed(&AnalyticalCostModel::allReduceTime, bytes), backward);

@@ -39,13 +39,17 @@ struct StageCosts {
   /// ZeRO-3: the embedding's (first) and head's (last) parameter gathers
   /// and gradient reduce-scatter, per micro-batch.
   double firstZeroComm = 0, lastZeroComm = 0;
-  double firstExtra() const { return firstCompute + firstTpComm + firstZeroComm; }
+  double firstExtra() const {
+    return firstCompute + firstTpComm + firstZeroComm;
+  }
   double lastExtra() const { return lastCompute + lastTpComm + lastZeroComm; }
   /// Pipeline send/recv a device exposes per micro-batch (all its chunks).
   double p2pPerMicrobatch = 0;
   /// ZeRO-3: the first layer's forward gather, exposed per micro-batch.
   double zeroFirstGather = 0;
-  double perMicrobatchComm() const { return p2pPerMicrobatch + zeroFirstGather; }
+  double perMicrobatchComm() const {
+    return p2pPerMicrobatch + zeroFirstGather;
+  }
   /// Step-level terms, independent of the layer assignment (see
   /// docs/cost-model.md for why the data-parallel term uses an average stage).
   double dpExposed = 0, optimizer = 0;

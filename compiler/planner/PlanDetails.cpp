@@ -63,7 +63,8 @@ PlanDetails describePlan(const AnalyticalCostModel &cm, const Plan &p,
 
   if (p.tp > 1) {
     double perLayer = m.kind == ModelDesc::Kind::Transformer ? 2 : 1;
-    double count = 2 * perLayer + (p.recompute == Recompute::Full ? perLayer : 0);
+    double count =
+        2 * perLayer + (p.recompute == Recompute::Full ? perLayer : 0);
     double bytes = T * h * E;
     GroupTraffic g = makeGroup(c, "tp", p.tp, p.stride(Axis::TP),
                                Collective::AllReduce, bytes);
@@ -73,8 +74,8 @@ PlanDetails describePlan(const AnalyticalCostModel &cm, const Plan &p,
   }
   if (p.pp > 1) {
     double bytes = T * h * E / t;
-    GroupTraffic g = makeGroup(c, "pp", 2, p.stride(Axis::PP),
-                               Collective::AllGather, bytes);
+    GroupTraffic g =
+        makeGroup(c, "pp", 2, p.stride(Axis::PP), Collective::AllGather, bytes);
     g.size = p.pp;
     g.bytesPerStep = M * 2 * double(p.vpp) * bytes;
     g.commTimeS = e.time.ppComm;
@@ -83,18 +84,18 @@ PlanDetails describePlan(const AnalyticalCostModel &cm, const Plan &p,
   // Parameters of one layer on a device, and of the average stage.
   double layerParams =
       sc.layerWeights * (p.zero >= 3 ? dp : 1.0) / std::max(1.0, E);
-  double stageParams =
-      layers * layerParams +
-      sc.firstWeights * (p.zero >= 3 ? dp : 1.0) / std::max(1.0, E);
+  double stageParams = layers * layerParams + sc.firstWeights *
+                                                  (p.zero >= 3 ? dp : 1.0) /
+                                                  std::max(1.0, E);
   int64_t dpStride = p.stride(Axis::DP);
   if (p.dp > 1 && p.zero < 3) {
     double grads = stageParams * E;
     double buckets = std::max(
         1.0, std::ceil(grads / double(std::max<int64_t>(1, p.bucketBytes))));
-    GroupTraffic g =
-        makeGroup(c, "dp", p.dp, dpStride,
-                  p.zero == 0 ? Collective::AllReduce : Collective::ReduceScatter,
-                  grads / buckets);
+    GroupTraffic g = makeGroup(c, "dp", p.dp, dpStride,
+                               p.zero == 0 ? Collective::AllReduce
+                                           : Collective::ReduceScatter,
+                               grads / buckets);
     g.bytesPerStep = 2 * ringShare(dp) * grads;
     g.commTimeS =
         p.zero == 0
@@ -106,15 +107,14 @@ PlanDetails describePlan(const AnalyticalCostModel &cm, const Plan &p,
   }
   if (p.dp > 1 && p.zero >= 3) {
     double bytes = layerParams * E;
-    GroupTraffic g = makeGroup(c, "zero3", p.dp, dpStride,
-                               Collective::AllGather, bytes);
+    GroupTraffic g =
+        makeGroup(c, "zero3", p.dp, dpStride, Collective::AllGather, bytes);
     double ag = cm.allGatherTime(bytes, dpStride, p.dp);
     double rs = cm.reduceScatterTime(bytes, dpStride, p.dp);
     g.bytesPerStep = M * 3 * ringShare(dp) *
-                     (layers * bytes +
-                      (sc.firstWeights + sc.lastWeights) * dp);
-    g.commTimeS = M * (layers * (2 * ag + rs) + sc.firstZeroComm +
-                       sc.lastZeroComm);
+                     (layers * bytes + (sc.firstWeights + sc.lastWeights) * dp);
+    g.commTimeS =
+        M * (layers * (2 * ag + rs) + sc.firstZeroComm + sc.lastZeroComm);
     g.hiddenTimeS = std::max(0.0, g.commTimeS - e.time.zeroComm);
     d.groups.push_back(g);
   }
@@ -133,8 +133,7 @@ PlanDetails describePlan(const AnalyticalCostModel &cm, const Plan &p,
   return d;
 }
 
-std::optional<ClusterSpec> shrinkCluster(const ClusterSpec &c,
-                                         int64_t factor) {
+std::optional<ClusterSpec> shrinkCluster(const ClusterSpec &c, int64_t factor) {
   ClusterSpec s = c;
   for (size_t l = s.levels.size(); l-- > 0 && factor > 1;) {
     int64_t g = std::gcd(s.levels[l].size, factor);
@@ -148,8 +147,7 @@ std::optional<ClusterSpec> shrinkCluster(const ClusterSpec &c,
 }
 
 void reviewPlan(const ModelDesc &model, const ClusterSpec &cluster,
-                const SearchOptions &options, PlanResult &r,
-                PlanDetails &d) {
+                const SearchOptions &options, PlanResult &r, PlanDetails &d) {
   if (!r.ok || r.plans.empty())
     return;
   const Estimate best = r.plans[0].estimate;
@@ -189,8 +187,8 @@ void reviewPlan(const ModelDesc &model, const ClusterSpec &cluster,
                  : "")
          << "; " << *d.betterDeviceCount << " devices would keep "
          << fmt("%.0f%%", 100 * d.betterTokensPerS / best.tokensPerS)
-         << " of the throughput at "
-         << fmt("%.1fx", bestPer / perDevice) << " the tokens/s per device";
+         << " of the throughput at " << fmt("%.1fx", bestPer / perDevice)
+         << " the tokens/s per device";
       d.warnings.push_back(os.str());
     }
   }
@@ -214,8 +212,7 @@ void reviewPlan(const ModelDesc &model, const ClusterSpec &cluster,
         std::ostringstream os;
         os << "the best plan's lead over ZeRO-" << zero << " ("
            << fmt("%.1f%%", 100 * (ap.estimate.stepTimeS / best.stepTimeS - 1))
-           << ") rests on hiding "
-           << fmt("%.3g s", hidden)
+           << ") rests on hiding " << fmt("%.3g s", hidden)
            << " of ZeRO-3 gathers under compute (prefetch overlap, not "
               "validated at this scale); the nearest plan without it is "
               "listed among the runners-up";
@@ -293,14 +290,14 @@ std::string formatPlanDetails(const PlanDetails &d) {
       os << "  " << g.name << " (" << g.size << " ranks, stride " << g.stride
          << "): " << formatBytes(g.bytesPerStep) << ", "
          << (g.crosses.empty() ? std::string("inside one device")
-                               : "crosses " + [&] {
-                                   std::string s;
-                                   for (const std::string &c : g.crosses)
-                                     s += (s.empty() ? "" : "+") + c;
-                                   return s;
-                                 }())
-         << ", " << g.algorithm
-         << (g.protocol.empty() ? "" : "/" + g.protocol);
+                               : "crosses " +
+                                     [&] {
+                                       std::string s;
+                                       for (const std::string &c : g.crosses)
+                                         s += (s.empty() ? "" : "+") + c;
+                                       return s;
+                                     }())
+         << ", " << g.algorithm << (g.protocol.empty() ? "" : "/" + g.protocol);
       if (g.hiddenTimeS > 0)
         os << ", " << fmt("%.3g s", g.hiddenTimeS) << " of "
            << fmt("%.3g s", g.commTimeS) << " hidden under compute";

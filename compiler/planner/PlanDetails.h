@@ -1,4 +1,5 @@
-//===- PlanDetails.h - What a plan does to the cluster, for reports -*- C++ -*-===//
+//===- PlanDetails.h - What a plan does to the cluster, for reports -*- C++
+//-*-===//
 //
 // A reusable description of one costed plan, for `strata plan` (text and
 // `--json`, docs/plan-json.md) and for any other report (the HTML report):

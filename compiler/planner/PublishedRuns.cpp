@@ -238,7 +238,8 @@ double predictedMetric(const PublishedRun &r, const Estimate &e) {
     // 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) for a GPT with ffn = 4h.
     double B = double(r.options.globalBatch), s = double(m.seqLen);
     double l = double(m.layers), h = double(m.hidden), V = double(m.vocab);
-    double flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    double flops =
+        72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
     return flops / e.stepTimeS / gpus / 1e12;
   }
   }

@@ -1,4 +1,5 @@
-//===- PublishedRuns.h - Published training runs as planner inputs -*- C++ -*-===//
+//===- PublishedRuns.h - Published training runs as planner inputs -*- C++
+//-*-===//
 //
 // Reads ../shared/validation/published-runs.csv (one published training run a
 // row: model dimensions, cluster, the parallel plan as the source states it,

@@ -229,9 +229,23 @@ json measureMemory(CommBackend &b, const ProbeOptions &o) {
                     {"bytes", k.bytesPerElement * n},
                     {"bytes_per_s", rate}});
   }
+  // Streaming from DRAM: 64 MiB tensors, far beyond a rank's share of the
+  // last-level cache, every rank at once (the ranks share the host's
+  // memory bandwidth, as when they train).
+  const int64_t big = 16 << 20;
+  std::vector<float> bx = filled(big, 0.3f), by = filled(big, 0.7f), bo(big);
+  b.world().barrier();
+  double t =
+      timeLocal([&] { cpu::add(bx.data(), by.data(), bo.data(), big); }, o);
+  double perRank = meanOverRanks(b, 12.0 * double(big) / t);
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   return {{"tensor_bytes", n * 4},
           {"kernels", list},
-          {"bytes_per_s", median(rates)}};
+          {"bytes_per_s", median(rates)},
+          {"stream_tensor_bytes", big * 4},
+          {"stream_bytes_per_s_per_rank", perRank},
+          {"host_bytes_per_s", perRank * double(b.worldSize())},
+          {"llc_bytes", llc > 0 ? double(llc) : 0.0}};
 }
 
 /// The fixed cost of a kernel call that moves next to nothing.

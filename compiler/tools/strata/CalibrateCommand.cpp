@@ -59,6 +59,8 @@ struct Measured {
   double gemmPeak = 0, gemmDepthHalf = 0, gemmRowsHalf = 0, gemmBest = 0;
   std::vector<std::pair<int64_t, double>> gemmByDepth; ///< (K, FLOP/s)
   double memoryBandwidth = 0;
+  /// All ranks streaming 64 MiB tensors at once, summed; 0 if not measured.
+  double hostMemoryBandwidth = 0, hostCacheBytes = 0;
   std::vector<std::pair<std::string, double>> memoryKernels;
   double kernelOverheadS = 0;
   std::vector<CollectiveFit> collectives;
@@ -110,6 +112,8 @@ bool readProbeJson(llvm::StringRef text, Measured &m, std::string &error) {
     return false;
   m.ranks = int64_t(ranks);
   m.onlineCpus = int64_t(cpus);
+  m.hostMemoryBandwidth = memory->getNumber("host_bytes_per_s").value_or(0.0);
+  m.hostCacheBytes = memory->getNumber("llc_bytes").value_or(0.0);
   if (const llvm::json::Array *pts = gemm->getArray("points"))
     for (const llvm::json::Value &p : *pts)
       if (const llvm::json::Object *o = p.getAsObject())
@@ -208,8 +212,14 @@ std::string renderSpec(const Measured &m, const CalibrateOptions &opts,
   os << "name: calibrated-local-" << m.ranks << "\n"
      << "# the ranks split this host's memory: more ranks do not add any\n"
      << llvm::format("host_memory: %.2f GiB\n",
-                     m.physicalMemory / double(1u << 30))
-     << "device:\n"
+                     m.physicalMemory / double(1u << 30));
+  if (m.hostMemoryBandwidth > 0)
+    os << "# all ranks streaming from DRAM at once share this bandwidth\n"
+       << llvm::format("host_memory_bandwidth: %.3f GB/s\n",
+                       m.hostMemoryBandwidth / 1e9)
+       << llvm::format("host_cache: %.2f MiB\n",
+                       m.hostCacheBytes / double(1u << 20));
+  os << "device:\n"
      << "  name: " << quoted(m.cpu + ", 1 thread per rank") << "\n"
      << "  kind: cpu\n"
      << llvm::format("  memory: %.2f GiB\n",

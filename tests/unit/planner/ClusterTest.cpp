@@ -210,3 +210,38 @@ TEST(Cluster, GroupSpansFollowRankLayout) {
   GroupSpan mixed = spanOf(c, 2, 16); // 4 per node over 4 nodes
   EXPECT_EQ(mixed.members, (std::vector<int64_t>{4, 16}));
 }
+
+TEST(Cluster, CollectiveKeysParse) {
+  // The keys of the NCCL model: the library, the compute units its
+  // kernels take, the softmax exponential rate and NVLS.
+  std::string text = R"(
+collectives: alpha-beta
+device:
+  kind: gpu
+  memory: 80 GiB
+  memory_bandwidth: 3350 GB/s
+  peak_flops: {bfloat16: 989 TFLOP/s}
+  compute_units: 132
+  collective_units: 24
+  exp_rate: 3.86496e12
+topology:
+  - {name: nvlink, size: 8, bandwidth: 450 GB/s, latency: 3 us, nvls_bus_bandwidth: 480 GB/s}
+)";
+  std::vector<PlannerDiag> diags;
+  auto c = loadClusterSpec("h100.yaml", diags, &text);
+  ASSERT_TRUE(c) << (diags.empty() ? "" : diags[0].str());
+  EXPECT_EQ(c->collectives, "alpha-beta");
+  EXPECT_EQ(c->device.collectiveUnits, 24);
+  EXPECT_DOUBLE_EQ(c->device.expRate, 3.86496e12);
+  EXPECT_DOUBLE_EQ(c->levels[0].nvlsBusBandwidth, 480e9);
+  // A GPU without collective_units takes the preset's 16.
+  std::string err;
+  bool isPreset = false;
+  EXPECT_EQ(clusterPreset("dgx-h100:1", err, isPreset)->device.collectiveUnits,
+            16);
+  text = "collectives: mpi\n" + text.substr(text.find("device:"));
+  diags.clear();
+  EXPECT_FALSE(loadClusterSpec("bad.yaml", diags, &text));
+  ASSERT_FALSE(diags.empty());
+  EXPECT_NE(diags[0].str().find("'nccl' or 'alpha-beta'"), std::string::npos);
+}

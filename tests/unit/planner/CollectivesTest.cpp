@@ -1,4 +1,5 @@
-//===- CollectivesTest.cpp - NCCL's algorithm and protocol choice ----------===//
+//===- CollectivesTest.cpp - NCCL's algorithm and protocol choice
+//----------===//
 //
 // Each expected time is computed by hand from NCCL's tuning constants
 // (docs/cost-model.md, "Communication"): latency = base + per-step hardware
@@ -8,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/Collectives.h"
+#include "compiler/planner/Search.h"
 #include "tests/unit/planner/PlannerTestUtils.h"
 
 #include <gtest/gtest.h>
@@ -28,8 +30,7 @@ TEST(Collectives, LargeAllReduceInsideADgxA100IsRingSimple) {
   CollectiveCost r = cost("dgx-a100:1", Collective::AllReduce, 1e9, 1, 8);
   EXPECT_STREQ(r.algorithm, "ring");
   EXPECT_STREQ(r.protocol, "Simple");
-  EXPECT_NEAR(r.timeS, (8.4 + 14 * 3.4) * 1e-6 + 1e9 * 2 * 7 / 8 / 240e9,
-              1e-9);
+  EXPECT_NEAR(r.timeS, (8.4 + 14 * 3.4) * 1e-6 + 1e9 * 2 * 7 / 8 / 240e9, 1e-9);
   // nccl-tests on 8 A100 SXM: 230-250 GB/s bus bandwidth at large sizes.
   EXPECT_GT(r.busBandwidth, 230e9);
   EXPECT_LT(r.busBandwidth, 250e9);
@@ -87,4 +88,41 @@ TEST(Collectives, CpuRanksKeepAlphaBeta) {
       collectiveCost(c, Collective::AllReduce, 1e6, spanOf(c, 1, 2));
   // Ring: 2 (n-1)/n bytes over 5 GB/s x 0.8 plus 2 (n-1) x 1 us.
   EXPECT_NEAR(r.timeS, 1e6 / 4e9 + 2e-6, 1e-12);
+}
+
+TEST(Collectives, OversubscribedSpineIsCrossedThroughOneNodesNics) {
+  // Two pods of 16 DGX A100 nodes behind a 4:1 spine: the ring's eight
+  // channels cross the spine through one node's eight NICs, at a quarter
+  // of 25 GB/s x 0.9 each, not through all 128 GPUs of the pod.
+  ClusterSpec c = preset("dgx-a100:16");
+  c.levels.push_back({"spine", 2, 25e9, 5e-6, 0.9, 4.0});
+  GroupSpan s = spanOf(c, 1, 256);
+  EXPECT_NEAR(ringBusBandwidth(c, s), 8 * 25e9 * 0.9 / 4, 1);
+  // Inside one pod the node level bounds it: 8 x 25 GB/s x 0.9.
+  EXPECT_NEAR(ringBusBandwidth(c, spanOf(c, 1, 128)), 8 * 25e9 * 0.9, 1);
+}
+
+TEST(Collectives, ZeroThreeBecomesCommunicationBoundBehindTheSpine) {
+  // GPT-3 175B, ZeRO-3 over every GPU, micro-batch 1: inside one pod the
+  // per-layer gathers hide under the layer's compute; across a 4:1 spine
+  // they do not, and per-GPU throughput falls.
+  ModelDesc m = gpt(12288, 96, 96);
+  m.attention = ModelDesc::Attention::Fused;
+  auto run = [&](int64_t pods) {
+    ClusterSpec c = preset("dgx-a100:16");
+    c.levels.push_back({"spine", pods, 25e9, 5e-6, 0.9, 4.0});
+    SearchOptions o;
+    o.globalBatch = 256;
+    std::string e;
+    for (const char *pin :
+         {"tp=1", "pp=1", "zero=3", "micro_batch=1", "recompute=full"})
+      EXPECT_TRUE(parsePin(pin, o.pins, e)) << e;
+    PlanResult r = searchPlans(m, c, o);
+    EXPECT_TRUE(r.ok) << r.error;
+    return r.plans.at(0).estimate;
+  };
+  Estimate one = run(1), two = run(2);
+  EXPECT_LT(one.time.zeroComm, 0.1 * one.stepTimeS);
+  EXPECT_GT(two.time.zeroComm, 0.5 * two.time.compute);
+  EXPECT_LT(two.tokensPerS / 256, 0.75 * one.tokensPerS / 128);
 }

@@ -377,8 +377,7 @@ TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   double tile = 1024.0 / (8 * 132), depth = 2048.0 / (2048 + 128);
   double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * 0.72 * tile * depth);
   double ex = s * s * heads * 0.5 / (132 * 16 * 1.83e9 * tile);
-  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6,
-              1e-9);
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6, 1e-9);
   // Backward: 5 GEMMs and the exponentials again.
   EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, true), 2.5 * mm + ex + 5e-6,
               1e-9);
@@ -400,4 +399,22 @@ TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
   double one = 2 * 3 * 1e-4 + 2 * bytes / buckets / 100e9;
   EXPECT_NEAR(cm.allReduceTime(bytes / buckets, 1, 8), one, 1e-12);
   EXPECT_NEAR(cm.stageCosts(p).dpExposed, buckets * one, 1e-12);
+}
+
+TEST(CostModel, CpuRanksShareTheHostsMemoryBandwidth) {
+  // Two ranks of one host whose DRAM streams 10 GB/s with both ranks
+  // reading, 32 MiB of last-level cache: a 1 MiB kernel runs at the rank's
+  // own (cache) bandwidth, a 100 MB one at half the host's.
+  ClusterSpec c = preset("local:2");
+  c.device.kernelOverheadS = 0;
+  c.hostMemoryBandwidth = 10e9;
+  c.hostCacheBytes = 32 << 20;
+  AnalyticalCostModel cm(gpt(256, 4, 2, 128, 1024), c);
+  double own = c.device.memoryBandwidth * c.device.memoryEfficiency;
+  EXPECT_NEAR(cm.memoryBoundTime(1 << 20), double(1 << 20) / own, 1e-15);
+  EXPECT_NEAR(cm.memoryBoundTime(100e6), 100e6 / 5e9, 1e-12);
+  // Without a measured host bandwidth the rank's own number holds.
+  c.hostMemoryBandwidth = 0;
+  AnalyticalCostModel alone(gpt(256, 4, 2, 128, 1024), c);
+  EXPECT_NEAR(alone.memoryBoundTime(100e6), 100e6 / own, 1e-12);
 }
