@@ -241,11 +241,11 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
       pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
     if (m.fusedAttention) {
       // FlashAttention-2 (strata.causal_attention): Q K^T and P V over the
-      // tiles at or below the diagonal (64-row tiles, as the CPU kernel);
+      // tiles at or below the diagonal (128-row tiles, as the CPU kernel);
       // softmax, mask and scale stay in the tile. Saves Q, K and V (kv
       // heads once), the output and an fp32 log-sum-exp per row; the
       // backward recomputes Q K^T. No dropout of the probabilities.
-      double causal = std::min(1.0, 0.5 * (1.0 + 64.0 / s));
+      double causal = std::min(1.0, 0.5 * (1.0 + 128.0 / s));
       gemm(s, s, d, b * heads, T * (h / t + kvLocal) * e);
       ops.back().work = causal, ops.back().forwardAgainInBackward = true;
       gemm(s, d, s, b * heads,
