@@ -78,8 +78,7 @@ Timing unfused(const cpu::AttentionShape &s, float scale, int reps,
       out(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
   auto shape = [&](int64_t m, int64_t n, int64_t kk, bool ta, bool tb) {
     cpu::MatmulShape ms;
-    ms.batch = B, ms.m = m, ms.n = n, ms.k = kk, ms.transA = ta,
-    ms.transB = tb;
+    ms.batch = B, ms.m = m, ms.n = n, ms.k = kk, ms.transA = ta, ms.transB = tb;
     return ms;
   };
   Timing t;
@@ -99,8 +98,8 @@ Timing unfused(const cpu::AttentionShape &s, float scale, int reps,
                     scale);
     cpu::matmul(scores.data(), k.data(), dq.data(),
                 shape(S, D, S, false, false), 1.0f, 0.0f);
-    cpu::matmul(scores.data(), q.data(), dk.data(),
-                shape(S, D, S, true, false), 1.0f, 0.0f);
+    cpu::matmul(scores.data(), q.data(), dk.data(), shape(S, D, S, true, false),
+                1.0f, 0.0f);
   });
   return t;
 }
