@@ -24,9 +24,10 @@ struct AttentionShape {
   int64_t batch = 1, heads = 1, kvHeads = 1, seq = 1, headDim = 1;
 };
 
-/// Query rows and keys per tile: a 64 x 64 score tile (16 KiB) and the
-/// operand tiles stay in L1/L2 while the products run.
-constexpr int64_t kRowTile = 64, kKeyTile = 64;
+/// Query rows and keys per tile: a 128 x 128 score tile (64 KiB) and the
+/// operand tiles stay in L2 while the products run; measured against 64
+/// and 256 (bench/kernels/AttentionKernelBench.cpp, docs/benchmarks.md).
+constexpr int64_t kRowTile = 128, kKeyTile = 128;
 
 /// out = softmax(scale * q k^T, causal) v; lse = the per-row log of the
 /// softmax denominator.

@@ -124,7 +124,7 @@ void check(const AttentionShape &s, float spread) {
 }
 
 TEST(AttentionKernel, MultiHeadAcrossSeveralTiles) {
-  check({2, 3, 3, 150, 16}, 1.0f); // 150 = 2 full tiles + 22 rows
+  check({2, 3, 3, 2 * kRowTile + 22, 16}, 1.0f); // 2 full tiles + 22 rows
 }
 
 TEST(AttentionKernel, GroupedQueryHeads) {
@@ -139,7 +139,7 @@ TEST(AttentionKernel, ShorterThanOneTile) {
 
 TEST(AttentionKernel, LargeScoresStayFinite) {
   // Scores up to ~100: the online maximum must keep exp in range.
-  check({1, 2, 2, 130, 16}, 4.0f);
+  check({1, 2, 2, kRowTile + 2, 16}, 4.0f);
 }
 
 } // namespace
