@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <new>
 
 int main(int argc, char **argv) {
   CLI::App app{"Strata: a compiler for auto-parallel hybrid training.\n"
@@ -57,6 +58,18 @@ int main(int argc, char **argv) {
     std::cerr << command << ": error: " << e.what() << "; see `" << command
               << " --help`\n";
     return 2;
+  } catch (const std::bad_alloc &) {
+    // Inputs are bounded where they are read; what still runs out of memory
+    // gets a sentence, not a bare "std::bad_alloc".
+    std::string command = "strata";
+    for (const CLI::App *sub : app.get_subcommands())
+      command += " " + sub->get_name();
+    std::cerr << command
+              << ": error: out of memory: this machine cannot hold what the "
+                 "command was asked to build; use fewer layers, a smaller "
+                 "global batch or fewer micro-batches (--pin "
+                 "num_microbatches=N), or a machine with more memory\n";
+    return 1;
   } catch (const std::exception &e) {
     std::cerr << "strata: error: " << e.what() << "\n";
     return 1;
