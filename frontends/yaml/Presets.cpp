@@ -182,8 +182,7 @@ TransformerSizes readTransformerSizes(MapReader &model, const char *headsHint) {
   t.hidden =
       model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
   t.heads = model.getInt("heads", 1, kMaxPresetDim, std::nullopt, headsHint);
-  t.layers =
-      model.getInt("layers", 1, kMaxLayers, std::nullopt, kLayersHint);
+  t.layers = model.getInt("layers", 1, kMaxLayers, std::nullopt, kLayersHint);
   return t;
 }
 

@@ -270,8 +270,8 @@ private:
     static const char *prefix = "tag:yaml.org,2002:";
     if (tag.rfind(prefix, 0) == 0) {
       std::string name = tag.substr(std::strlen(prefix));
-      for (const char *known : {"str", "int", "float", "bool", "null", "seq",
-                                "map"})
+      for (const char *known :
+           {"str", "int", "float", "bool", "null", "seq", "map"})
         if (name == known)
           return name;
     }
@@ -283,9 +283,8 @@ private:
 
   [[noreturn]] void badTag(const YAML::Mark &mark, const std::string &tag,
                            const std::string &value) {
-    std::string shown = tag.rfind("tag:yaml.org,2002:", 0) == 0
-                            ? "!!" + tag.substr(18)
-                            : tag;
+    std::string shown =
+        tag.rfind("tag:yaml.org,2002:", 0) == 0 ? "!!" + tag.substr(18) : tag;
     fail(mark, "the tag " + shown + " does not match the value '" + value +
                    "'; remove the tag or change the value");
   }
@@ -300,9 +299,9 @@ private:
     return true;
   }
   static bool isFloat(const std::string &v) {
-    static const char *special[] = {".inf", "-.inf", "+.inf", ".Inf", "-.Inf",
-                                    "+.Inf", ".INF", "-.INF", "+.INF", ".nan",
-                                    ".NaN", ".NAN"};
+    static const char *special[] = {".inf",  "-.inf", "+.inf", ".Inf",
+                                    "-.Inf", "+.Inf", ".INF",  "-.INF",
+                                    "+.INF", ".nan",  ".NaN",  ".NAN"};
     for (const char *sp : special)
       if (v == sp)
         return true;

@@ -703,14 +703,15 @@ std::string verifyInstruction(const Instruction &inst,
     });
     std::vector<Span> active; // earlier spans that may reach later ones
     for (const Span &s : spans) {
-      active.erase(std::remove_if(active.begin(), active.end(),
-                                  [&](const Span &a) { return a.end <= s.begin; }),
-                   active.end());
+      active.erase(
+          std::remove_if(active.begin(), active.end(),
+                         [&](const Span &a) { return a.end <= s.begin; }),
+          active.end());
       for (const Span &a : active) {
         if (!overlaps(*ctx.operands[a.index], *ctx.operands[s.index]))
           continue;
-        for (auto [i, j] : {std::pair{a.index, s.index},
-                            std::pair{s.index, a.index}})
+        for (auto [i, j] :
+             {std::pair{a.index, s.index}, std::pair{s.index, a.index}})
           if (isOutput(i) && offends(i, j))
             first = std::min(first, std::pair{i, j});
       }

@@ -1,4 +1,5 @@
-//===- FuzzFiles.h - Fuzz inputs as files for path-based readers -*- C++ -*-===//
+//===- FuzzFiles.h - Fuzz inputs as files for path-based readers -*- C++
+//-*-===//
 //
 // The runtime readers take paths; the harnesses write each input into a
 // private temporary directory (one per process, reused).
@@ -19,8 +20,8 @@ namespace strata::fuzz {
 inline const std::string &scratchDir() {
   static const std::string dir = [] {
     const char *tmp = std::getenv("TMPDIR");
-    std::string t = std::string(tmp && *tmp ? tmp : "/tmp") +
-                    "/strata-fuzz-XXXXXX";
+    std::string t =
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/strata-fuzz-XXXXXX";
     if (!mkdtemp(t.data()))
       std::abort();
     return t;

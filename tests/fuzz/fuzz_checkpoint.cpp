@@ -42,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz::writeFile("optimizer.safetensors", tensors, tensorsSize);
   }
   try {
-    rt::CheckpointReader reader = rt::CheckpointReader::open(fuzz::scratchDir());
+    rt::CheckpointReader reader =
+        rt::CheckpointReader::open(fuzz::scratchDir());
     (void)reader.configJson();
     for (const std::string &name : reader.tensorNames()) {
       try {

@@ -11,8 +11,7 @@
 #include "runtime/support/Error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  std::string path =
-      strata::fuzz::writeFile("fuzz.safetensors", data, size);
+  std::string path = strata::fuzz::writeFile("fuzz.safetensors", data, size);
   try {
     auto file = strata::rt::SafeTensorsFile::open(path);
     for (const strata::rt::SafeTensorInfo &t : file.tensors()) {

@@ -75,10 +75,10 @@ int main(int argc, char **argv) {
   write(dir + "/safetensors/empty", encodeSafeTensors({}, {}));
   write(dir + "/checkpoint/trainer",
         blob(1, R"({"step": 3, "seed": 1234, "tokens_seen": 96})", whole));
-  std::vector<uint8_t> piece = encodeSafeTensors(
-      {{"fc.weight", "F32", {1, 3}, w.data(), 3 * 4},
-       {"fc.weight.exp_avg", "F32", {3}, w.data(), 3 * 4}},
-      {});
+  std::vector<uint8_t> piece =
+      encodeSafeTensors({{"fc.weight", "F32", {1, 3}, w.data(), 3 * 4},
+                         {"fc.weight.exp_avg", "F32", {3}, w.data(), 3 * 4}},
+                        {});
   write(dir + "/checkpoint/index",
         blob(0,
              R"({"step": 3, "tensors": {"fc.weight": {"global_shape": [1, 3],
