@@ -20,6 +20,8 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
   # the independent reference implementation used by end-to-end tests and benchmarks
   python3-torch python3-numpy
+  # fuzzing (scripts/fuzz.sh): libFuzzer with ASan + UBSan
+  clang-19 libclang-rt-19-dev
 )
 
 missing=()

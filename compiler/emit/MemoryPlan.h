@@ -17,7 +17,8 @@ namespace strata {
 
 struct MemoryRequest {
   uint64_t bytes = 0;
-  /// Inclusive interval of positions in which the buffer is live.
+  /// Inclusive interval of positions in which the buffer is live
+  /// (firstUse <= lastUse; an inverted pair is read as [lastUse, firstUse]).
   int64_t firstUse = 0, lastUse = 0;
 };
 
@@ -30,7 +31,9 @@ struct MemoryPlanResult {
 
 /// Greedy best-fit by decreasing size: each buffer takes the lowest aligned
 /// offset that does not collide with an already placed buffer whose lifetime
-/// overlaps its own. Deterministic for a given input.
+/// overlaps its own. Deterministic for a given input; O(n log n) in the
+/// number of requests times the number of gaps a placement has to consider
+/// (MemoryPlan.cpp).
 MemoryPlanResult planMemory(const std::vector<MemoryRequest> &requests,
                             uint64_t alignment);
 

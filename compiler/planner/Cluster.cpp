@@ -12,11 +12,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
+#include <fcntl.h>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace strata::planner {
@@ -353,6 +356,22 @@ public:
     return v;
   }
 
+  /// A whole number in [min, max] (quantity() reads it as a double).
+  std::optional<int64_t> count(const YAML::Node &map, const char *key,
+                               bool required, const char *example, int64_t min,
+                               int64_t max) {
+    auto v = quantity(map, key, "count", required, example);
+    if (!v)
+      return std::nullopt;
+    if (*v < double(min) || *v > double(max) || *v != std::floor(*v)) {
+      error(map[key], std::string("'") + key + "' must be a whole number in [" +
+                          std::to_string(min) + ", " + std::to_string(max) +
+                          "]; write e.g. " + example);
+      return std::nullopt;
+    }
+    return int64_t(*v);
+  }
+
   std::optional<ClusterSpec> read(const YAML::Node &root) {
     if (!root.IsMap()) {
       error(root, "a cluster spec is a mapping with 'device' and 'topology' "
@@ -408,13 +427,22 @@ private:
     }
     // What `efficiency` leaves out is what the presets of this kind use.
     applyKindDefaults(d);
-    if (auto v = quantity(dev, "memory", "bytes", true, "80 GiB"))
-      d.memoryBytes = *v;
+    auto memory = quantity(dev, "memory", "bytes", true, "80 GiB");
+    if (memory)
+      d.memoryBytes = *memory;
     if (auto v = quantity(dev, "reserved_memory", "bytes", false, "1 GiB"))
       d.reservedBytes = *v;
+    if (memory && d.memoryBytes <= d.reservedBytes)
+      error(dev["reserved_memory"] ? dev["reserved_memory"] : dev["memory"],
+            "device memory must exceed reserved_memory (the memory left for "
+            "tensors is memory - reserved_memory)");
     if (auto v =
-            quantity(dev, "memory_bandwidth", "bandwidth", true, "2039 GB/s"))
+            quantity(dev, "memory_bandwidth", "bandwidth", true, "2039 GB/s")) {
+      if (*v <= 0)
+        error(dev["memory_bandwidth"],
+              "device memory_bandwidth must be positive, e.g. 2039 GB/s");
       d.memoryBandwidth = *v;
+    }
     if (auto v = quantity(dev, "collective_units", "count", false, "16"))
       d.collectiveUnits = int(*v);
     if (auto v = quantity(dev, "exp_rate", "count", false, "3.9e12"))
@@ -435,14 +463,18 @@ private:
                                "float16");
           continue;
         }
-        if (auto v = quantity(pf, key.c_str(), "flops", true, "312 TFLOP/s"))
+        if (auto v = quantity(pf, key.c_str(), "flops", true, "312 TFLOP/s")) {
+          if (*v <= 0)
+            error(pf[key], "peak_flops for " + key +
+                               " must be positive, e.g. 312 TFLOP/s");
           d.peakFlops[key] = *v;
+        }
       }
     }
-    if (auto v = quantity(dev, "compute_units", "count", false, "108"))
+    if (auto v = count(dev, "compute_units", false, "108", 0, 1 << 20))
       d.computeUnits = int(*v);
-    if (auto v = quantity(dev, "gemm_tile", "count", false, "128"))
-      d.gemmTile = std::max(1, int(*v));
+    if (auto v = count(dev, "gemm_tile", false, "128", 1, 1 << 16))
+      d.gemmTile = int(*v);
     if (YAML::Node e = dev["efficiency"]) {
       if (!e.IsMap()) {
         error(e, "'efficiency' must be a mapping: {gemm, gemm_depth_half, "
@@ -482,6 +514,8 @@ private:
             "3 us}");
       return;
     }
+    int64_t devices = 1; // the product of the sizes read so far
+    bool tooMany = false;
     for (const YAML::Node &lv : topo) {
       if (!lv.IsMap()) {
         error(lv, "a topology level is a mapping with name, size, bandwidth, "
@@ -497,9 +531,19 @@ private:
                    ? lv["name"].Scalar()
                    : "level" + std::to_string(c.levels.size());
       if (auto v = quantity(lv, "size", "count", true, "8")) {
-        if (*v < 1 || *v != std::floor(*v))
+        if (*v < 1 || *v != std::floor(*v)) {
           error(lv["size"], "level size must be a positive integer");
-        t.size = int64_t(*v);
+        } else if (*v > double(kMaxClusterDevices) / double(devices)) {
+          if (!tooMany)
+            error(lv["size"], "the cluster would have more than " +
+                                  std::to_string(kMaxClusterDevices) +
+                                  " devices (the product of the level sizes); "
+                                  "the planner handles at most that many");
+          tooMany = true;
+        } else {
+          t.size = int64_t(*v);
+          devices *= t.size;
+        }
       }
       if (auto v = quantity(lv, "bandwidth", "bandwidth", true, "300 GB/s")) {
         if (*v <= 0)
@@ -531,6 +575,64 @@ private:
 };
 } // namespace
 
+static std::string tooLargeMessage() {
+  return "the file is larger than " +
+         std::to_string(kMaxClusterSpecBytes >> 10) +
+         " KiB; a cluster spec is a small YAML file (docs/cluster-spec.md)";
+}
+
+/// Reads a regular file of at most kMaxClusterSpecBytes. Opens without
+/// blocking and checks what was opened, so a FIFO or a device (/dev/zero) is
+/// refused instead of hanging or filling memory.
+static bool readClusterFile(const std::string &path, std::string &text,
+                            std::vector<PlannerDiag> &diags) {
+  auto fail = [&](const std::string &m) {
+    diags.push_back({path, 0, 0, m});
+    return false;
+  };
+  const char *hint = " (give a YAML file or a preset: dgx-a100:NODES, "
+                     "dgx-h100:NODES, a100:GPUS, h100:GPUS, local:RANKS)";
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return fail(std::string("cannot open cluster spec: ") +
+                std::strerror(errno) + hint);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail(std::string("is not a regular file (") +
+                (S_ISDIR(st.st_mode)    ? "a directory"
+                 : S_ISFIFO(st.st_mode) ? "a pipe"
+                 : S_ISCHR(st.st_mode)  ? "a character device"
+                                        : "not a plain file") +
+                "); expected a cluster spec YAML file" + hint);
+  }
+  if (uint64_t(st.st_size) > kMaxClusterSpecBytes) {
+    ::close(fd);
+    return fail(tooLargeMessage());
+  }
+  text.clear();
+  char buf[1 << 14];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      ::close(fd);
+      return fail(std::string("cannot read cluster spec: ") +
+                  std::strerror(errno));
+    }
+    if (n == 0)
+      break;
+    text.append(buf, size_t(n));
+    if (text.size() > kMaxClusterSpecBytes) {
+      ::close(fd);
+      return fail(tooLargeMessage());
+    }
+  }
+  ::close(fd);
+  return true;
+}
+
 bool validateCluster(const ClusterSpec &c, const std::string &where,
                      std::vector<PlannerDiag> &diags) {
   size_t before = diags.size();
@@ -544,8 +646,16 @@ bool validateCluster(const ClusterSpec &c, const std::string &where,
   for (auto &[k, v] : c.device.peakFlops)
     if (v <= 0)
       fail("peak_flops for " + k + " must be positive");
-  if (c.numDevices() > (int64_t(1) << 24))
-    fail("cluster has more than 16M devices; check the level sizes");
+  int64_t devices = 1;
+  for (const TopologyLevel &l : c.levels) {
+    if (l.size < 1 || l.size > kMaxClusterDevices / devices) {
+      fail("cluster has more than " + std::to_string(kMaxClusterDevices) +
+           " devices (the product of the level sizes); check the level "
+           "sizes");
+      break;
+    }
+    devices *= l.size;
+  }
   return diags.size() == before;
 }
 
@@ -554,20 +664,13 @@ std::optional<ClusterSpec> loadClusterSpec(const std::string &path,
                                            const std::string *contents) {
   std::string text;
   if (contents) {
-    text = *contents;
-  } else {
-    std::ifstream in(path);
-    if (!in) {
-      diags.push_back(
-          {path, 0, 0,
-           "cannot open cluster spec (give a YAML file or a "
-           "preset: dgx-a100:NODES, dgx-h100:NODES, a100:GPUS, h100:GPUS, "
-           "local:RANKS)"});
+    if (contents->size() > kMaxClusterSpecBytes) {
+      diags.push_back({path, 0, 0, tooLargeMessage()});
       return std::nullopt;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = *contents;
+  } else if (!readClusterFile(path, text, diags)) {
+    return std::nullopt;
   }
   YAML::Node root;
   try {
@@ -580,6 +683,28 @@ std::optional<ClusterSpec> loadClusterSpec(const std::string &path,
   size_t before = diags.size();
   std::optional<ClusterSpec> c;
   try {
+    // Explicit tags are refused everywhere (no node is read "as" a tag).
+    std::vector<YAML::Node> stack = {root};
+    while (!stack.empty()) {
+      YAML::Node n = stack.back();
+      stack.pop_back();
+      const std::string &tag = n.Tag();
+      if (!tag.empty() && tag != "?" && tag != "!") {
+        diags.push_back({path, n.Mark().line + 1, n.Mark().column + 1,
+                         "YAML tag '" + tag +
+                             "' in a cluster spec; write plain values "
+                             "without tags"});
+        return std::nullopt;
+      }
+      if (n.IsSequence())
+        for (const YAML::Node &item : n)
+          stack.push_back(item);
+      else if (n.IsMap())
+        for (auto it = n.begin(); it != n.end(); ++it) {
+          stack.push_back(it->first);
+          stack.push_back(it->second);
+        }
+    }
     ClusterReader reader(path, diags);
     c = reader.read(root);
   } catch (const YAML::Exception &e) {

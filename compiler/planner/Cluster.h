@@ -19,6 +19,12 @@
 
 namespace strata::planner {
 
+/// The most devices a cluster may have (the product of its level sizes), and
+/// the largest cluster spec file read: beyond them the input is rejected
+/// with an error that states the limit.
+constexpr int64_t kMaxClusterDevices = int64_t(1) << 24;
+constexpr uint64_t kMaxClusterSpecBytes = uint64_t(1) << 20;
+
 /// One user-facing error with a location ("file:line:col: error: msg"), or a
 /// flag name in `file` when the problem came from the command line.
 struct PlannerDiag {

@@ -179,7 +179,7 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
                    "YAML file (docs/cluster-spec.md); required");
   plan->add_option("--global-batch", opts->request.globalBatch,
                    "sequences per step (default: training.global_batch)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t(1), kMaxGlobalBatch));
   plan->add_option("--pin", opts->request.pins,
                    "fix a plan field: dp, tp, pp, vpp, micro_batch, "
                    "num_microbatches, schedule, zero, recompute, sp, "

@@ -35,6 +35,13 @@ bool parsePin(const std::string &text, Pins &pins, std::string &error,
     return false;
   }
   std::string key = text.substr(0, eq), val = text.substr(eq + 1);
+  // A field pinned twice is a contradiction or a typo, never a preference.
+  for (size_t i = 0; i < pins.given.size(); ++i)
+    if (pins.given[i].compare(0, eq + 1, text, 0, eq + 1) == 0) {
+      error = "--pin " + text + ": " + key + " is already pinned (" +
+              pins.describe(i) + "); pin each field once";
+      return false;
+    }
   auto integer = [&](std::optional<int64_t> &out, int64_t lo, int64_t hi) {
     char *end = nullptr;
     long long v = val.empty() ? 0 : std::strtoll(val.c_str(), &end, 10);
@@ -370,7 +377,7 @@ std::string explainSlower(const Estimate &best, const Estimate &other) {
 
 static std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> small, large;
-  for (int64_t i = 1; i * i <= n; ++i)
+  for (int64_t i = 1; i <= n / i; ++i) // i * i would overflow near 2^63
     if (n % i == 0) {
       small.push_back(i);
       if (i != n / i)
@@ -451,7 +458,8 @@ struct Candidate {
 
 static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                             const SearchOptions &o, const CostModel &cm,
-                            double &minPeak) {
+                            double &minPeak, int64_t &nonFiniteTimes,
+                            int64_t &tooManyMicrobatches) {
   PlanResult r;
   const Pins &pins = o.pins;
   int64_t N = c.numDevices(), L = m.layers, G = o.globalBatch;
@@ -469,6 +477,8 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
        {Axis::PP, Axis::TP, Axis::DP},
        {Axis::PP, Axis::DP, Axis::TP}}};
   minPeak = std::numeric_limits<double>::infinity();
+  nonFiniteTimes = 0;
+  tooManyMicrobatches = 0;
 
   for (int64_t tp : divisors(N)) {
     if (pins.tp && *pins.tp != tp)
@@ -502,6 +512,12 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
           if ((pins.microBatch && *pins.microBatch != mb) ||
               (pins.numMicrobatches && *pins.numMicrobatches != nmb))
             continue;
+          // A pipelined program holds every micro-batch's pass through its
+          // layers; beyond the bound it would not fit the compiler's memory.
+          if (pp > 1 && nmb > kMaxUnrolledLayers / ((L + pp - 1) / pp)) {
+            ++tooManyMicrobatches;
+            continue;
+          }
           for (Schedule sched :
                {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved}) {
             if (pins.schedule ? *pins.schedule != sched
@@ -555,6 +571,12 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                     // The exact figure only where the bound could beat it.
                     if (uniformMem < minPeak)
                       minPeak = std::min(minPeak, leanestPeak(p, sc, L));
+                    // An overflowed prediction ranks nothing; it is reported
+                    // as such, not as a memory problem.
+                    if (!std::isfinite(steady)) {
+                      ++nonFiniteTimes;
+                      continue;
+                    }
                     if (steady >= kthBest())
                       continue;
                     ++r.candidatesEvaluated;
@@ -584,6 +606,10 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                     double step = (double(nmb) - 1.0 / double(vpp)) * maxLoad +
                                   sumLoad / double(vpp) + sc.dpExposed +
                                   sc.optimizer;
+                    if (!std::isfinite(step)) {
+                      ++nonFiniteTimes;
+                      continue;
+                    }
                     if (step >= kthBest())
                       continue;
                     auto at =
@@ -635,6 +661,12 @@ PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
               "in the model spec";
     return r;
   }
+  if (options.globalBatch > kMaxGlobalBatch) {
+    r.error = "global batch " + std::to_string(options.globalBatch) +
+              " is more than the planner handles (" +
+              std::to_string(kMaxGlobalBatch) + " sequences per step)";
+    return r;
+  }
   int64_t N = cluster.numDevices();
   if (!checkPins(model, N, options, r.error))
     return r;
@@ -644,7 +676,9 @@ PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
     costModel = owned.get();
   }
   double minPeak = 0;
-  r = runSearch(model, cluster, options, *costModel, minPeak);
+  int64_t nonFiniteTimes = 0, tooManyMicrobatches = 0;
+  r = runSearch(model, cluster, options, *costModel, minPeak, nonFiniteTimes,
+                tooManyMicrobatches);
   for (size_t i = 0; i < options.pins.given.size(); ++i)
     r.pins.push_back(options.pins.describe(i));
   r.searchTimeS =
@@ -661,9 +695,26 @@ PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
               " with global batch " + std::to_string(options.globalBatch) +
               " (the batch must split into dp replicas of whole micro-batches"
               "; interleaving needs micro-batches divisible by pp)";
+    if (tooManyMicrobatches > 0)
+      r.error += "; " + plural(tooManyMicrobatches, "pipelined split") +
+                 " of it had too many micro-batches: a pipelined program "
+                 "unrolls micro-batches x layers per stage, at most " +
+                 std::to_string(kMaxUnrolledLayers) +
+                 " (use a global batch with more divisors, a larger "
+                 "micro_batch, or --pin pp=1)";
     return r;
   }
   double limit = cluster.device.memoryBytes;
+  if (nonFiniteTimes > 0 && minPeak <= limit) {
+    r.error = "no plan has a finite predicted step time: the cost model "
+              "overflows for " +
+              plural(nonFiniteTimes, "candidate plan") +
+              " (memory is not the problem: the leanest plan needs " +
+              gib(minPeak) + " of " + gib(limit) +
+              "); check the cluster's peak_flops, memory_bandwidth and link "
+              "bandwidths, which must be realistic positive rates";
+    return r;
+  }
   r.error = "no plan fits in device memory: the leanest plan needs " +
             gib(minPeak) + " on its most loaded device, which has " +
             gib(limit);

@@ -45,6 +45,14 @@ struct Pins {
   }
 };
 
+/// The largest global batch (sequences per step) the planner searches; the
+/// same bound as training.global_batch in a model spec.
+constexpr int64_t kMaxGlobalBatch = int64_t(1) << 40;
+/// A pipelined program is unrolled: each stage's program holds
+/// num_microbatches x (layers per stage) layer passes. Plans beyond this are
+/// not searched (the compiler would run out of memory building them).
+constexpr int64_t kMaxUnrolledLayers = int64_t(1) << 17;
+
 /// Parses one "key=value"; on failure says which keys and values exist.
 /// `origin` names a pin not given with --pin (Pins::origins).
 bool parsePin(const std::string &text, Pins &pins, std::string &error,

@@ -19,8 +19,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace strata::frontend {
 
@@ -85,41 +87,58 @@ int64_t Graph::numParamElements() const {
 
 namespace {
 
-/// Reads the whole file, refusing directories, unreadable paths and files
-/// beyond kMaxSpecBytes (also for pipes, whose size is unknown up front).
+/// Reads the whole file, refusing directories, pipes, devices, unreadable
+/// paths and files beyond kMaxSpecBytes. The file is opened without blocking
+/// and checked after opening, so a FIFO cannot hang the read and /dev/zero
+/// cannot fill memory.
 bool readSpecFile(const std::string &path, std::string &text,
                   std::vector<Diagnostic> &diags) {
   auto fail = [&](const std::string &message) {
     diags.push_back(Diagnostic{SourceLoc{path, 0, 0}, message});
     return false;
   };
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return fail(std::string("cannot open the model spec: ") +
                 std::strerror(errno) + "; expected a path to a YAML file");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return fail(std::string("cannot read the model spec: ") +
+                std::strerror(errno));
   if (S_ISDIR(st.st_mode))
     return fail("is a directory; expected a YAML model spec file");
+  if (!S_ISREG(st.st_mode))
+    return fail(std::string("is not a regular file (") +
+                (S_ISFIFO(st.st_mode)  ? "a pipe"
+                 : S_ISCHR(st.st_mode) ? "a character device"
+                                       : "not a plain file") +
+                "); expected a YAML model spec file");
   auto tooLarge = [&]() {
     return fail("the file is larger than " +
                 std::to_string(kMaxSpecBytes >> 20) +
                 " MiB; a model spec is a small text file");
   };
-  if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > kMaxSpecBytes)
+  if ((uint64_t)st.st_size > kMaxSpecBytes)
     return tooLarge();
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return fail(std::string("cannot open the model spec: ") +
-                std::strerror(errno) + "; expected a readable YAML file");
   text.clear();
   char buf[1 << 16];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    text.append(buf, (size_t)in.gcount());
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return fail(std::string("cannot read the model spec: ") +
+                  std::strerror(errno));
+    if (n == 0)
+      break;
+    text.append(buf, size_t(n));
     if (text.size() > kMaxSpecBytes)
       return tooLarge();
   }
-  if (in.bad())
-    return fail(std::string("cannot read the model spec: ") +
-                std::strerror(errno));
   return true;
 }
 

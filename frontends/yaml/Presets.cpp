@@ -191,8 +191,7 @@ TransformerSizes readTransformerSizes(MapReader &model, const char *headsHint) {
   t.hidden =
       model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
   t.heads = model.getInt("heads", 1, kMaxPresetDim, std::nullopt, headsHint);
-  t.layers =
-      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
+  t.layers = model.getInt("layers", 1, kMaxLayers, std::nullopt, kLayersHint);
   return t;
 }
 
@@ -323,7 +322,7 @@ bool readMlpConfig(MapReader &model, ModelSpec &spec) {
   auto hidden =
       model.getInt("hidden", 1, kMaxPresetDim, std::nullopt, kHiddenHint);
   auto layers =
-      model.getInt("layers", 1, kMaxPresetDim, std::nullopt, kLayersHint);
+      model.getInt("layers", 1, kMaxLayers, std::nullopt, kLayersHint);
   auto ffn = readFfnHidden(model, hidden);
   auto act =
       model.getChoice("activation", {"gelu", "relu"}, std::string("gelu"));

@@ -16,6 +16,10 @@ namespace strata::frontend {
 
 /// Largest value accepted for a preset's size fields (seq_len, hidden, ...).
 constexpr int64_t kMaxPresetDim = int64_t(1) << 40;
+/// Largest `layers:` of a preset. Import, plan and compile hold the expanded
+/// graph of every layer (tens of KB each), so this bounds their memory to a
+/// few hundred MB; the largest published models have a few hundred layers.
+constexpr int64_t kMaxLayers = 10000;
 
 /// Where the expanded graph's parts point in the spec: the `model:` mapping
 /// for the embeddings and the head, the `layers:` key for the blocks.

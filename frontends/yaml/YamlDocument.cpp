@@ -15,7 +15,10 @@
 #include <yaml-cpp/mark.h>
 #include <yaml-cpp/parser.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace strata::frontend {
@@ -206,23 +209,41 @@ public:
 
   void OnScalar(const YAML::Mark &mark, const std::string &tag, YAML::anchor_t,
                 const std::string &value) override {
-    checkTag(mark, tag);
+    // Tags are honoured where they agree with the value and rejected where
+    // they do not, the same way for every node (`!!null 512` is an error,
+    // not 512).
+    std::string core = coreTag(mark, tag);
+    if (core == "null") {
+      if (!(value.empty() || value == "~" || value == "null" ||
+            value == "Null" || value == "NULL"))
+        badTag(mark, tag, value);
+      attach(newNode(YamlNode::Kind::Null, mark));
+      return;
+    }
+    if ((core == "int" && !isInteger(value)) ||
+        (core == "float" && !isFloat(value)) ||
+        (core == "bool" && !isBool(value)) || core == "seq" || core == "map")
+      badTag(mark, tag, value);
     YamlNode *n = newNode(YamlNode::Kind::Scalar, mark);
     n->value = value;
-    n->quoted = tag == "!" || tag == "tag:yaml.org,2002:str";
+    n->quoted = tag == "!" || core == "str";
     attach(n);
   }
 
   void OnSequenceStart(const YAML::Mark &mark, const std::string &tag,
                        YAML::anchor_t, YAML::EmitterStyle::value) override {
-    checkTag(mark, tag);
+    std::string core = coreTag(mark, tag);
+    if (!core.empty() && core != "seq")
+      badTag(mark, tag, "a list");
     open(newNode(YamlNode::Kind::Sequence, mark), mark);
   }
   void OnSequenceEnd() override { close(); }
 
   void OnMapStart(const YAML::Mark &mark, const std::string &tag,
                   YAML::anchor_t, YAML::EmitterStyle::value) override {
-    checkTag(mark, tag);
+    std::string core = coreTag(mark, tag);
+    if (!core.empty() && core != "map")
+      badTag(mark, tag, "a mapping");
     open(newNode(YamlNode::Kind::Map, mark), mark);
   }
   void OnMapEnd() override { close(); }
@@ -240,12 +261,61 @@ private:
     throw StopParse{};
   }
 
-  void checkTag(const YAML::Mark &mark, const std::string &tag) {
-    if (tag.empty() || tag == "?" || tag == "!" ||
-        tag.rfind("tag:yaml.org,2002:", 0) == 0)
-      return;
+  /// The core-schema name of `tag` ("str", "int", "float", "bool",
+  /// "null", "seq", "map"), or "" for no tag / the non-specific ones;
+  /// anything else is rejected.
+  std::string coreTag(const YAML::Mark &mark, const std::string &tag) {
+    if (tag.empty() || tag == "?" || tag == "!")
+      return "";
+    static const char *prefix = "tag:yaml.org,2002:";
+    if (tag.rfind(prefix, 0) == 0) {
+      std::string name = tag.substr(std::strlen(prefix));
+      for (const char *known :
+           {"str", "int", "float", "bool", "null", "seq", "map"})
+        if (name == known)
+          return name;
+    }
     fail(mark, "unsupported YAML tag '" + tag +
-                   "'; model specs use plain values without tags");
+                   "'; model specs use plain values (the core tags !!str, "
+                   "!!int, !!float, !!bool, !!null, !!seq and !!map are "
+                   "accepted where they match the value)");
+  }
+
+  [[noreturn]] void badTag(const YAML::Mark &mark, const std::string &tag,
+                           const std::string &value) {
+    std::string shown =
+        tag.rfind("tag:yaml.org,2002:", 0) == 0 ? "!!" + tag.substr(18) : tag;
+    fail(mark, "the tag " + shown + " does not match the value '" + value +
+                   "'; remove the tag or change the value");
+  }
+
+  static bool isInteger(const std::string &v) {
+    size_t i = v.size() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
+    if (i == v.size())
+      return false;
+    for (; i < v.size(); ++i)
+      if (!std::isdigit((unsigned char)v[i]))
+        return false;
+    return true;
+  }
+  static bool isFloat(const std::string &v) {
+    static const char *special[] = {".inf",  "-.inf", "+.inf", ".Inf",
+                                    "-.Inf", "+.Inf", ".INF",  "-.INF",
+                                    "+.INF", ".nan",  ".NaN",  ".NAN"};
+    for (const char *sp : special)
+      if (v == sp)
+        return true;
+    if (v.empty() || std::isspace((unsigned char)v[0]))
+      return false;
+    char *end = nullptr;
+    std::strtod(v.c_str(), &end);
+    return end && *end == '\0' && end != v.c_str();
+  }
+  static bool isBool(const std::string &v) {
+    for (const char *b : {"true", "True", "TRUE", "false", "False", "FALSE"})
+      if (v == b)
+        return true;
+    return false;
   }
 
   YamlNode *newNode(YamlNode::Kind kind, const YAML::Mark &mark) {

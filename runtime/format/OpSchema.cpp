@@ -697,24 +697,68 @@ std::string verifyInstruction(const Instruction &inst,
     ctx.operands.push_back(&buffers[id]);
   }
   // Outputs must not partially overlap anything else the op touches.
-  for (size_t i = 0; i < inst.operands.size(); ++i) {
-    OperandRole role = schema->operands[std::min(i, declared - 1)].role;
-    if (role == OperandRole::In || !ctx.operands[i])
-      continue;
-    for (size_t j = 0; j < inst.operands.size(); ++j) {
-      if (i == j || !ctx.operands[j] ||
-          !overlaps(*ctx.operands[i], *ctx.operands[j]))
+  auto isOutput = [&](size_t i) {
+    return ctx.operands[i] &&
+           schema->operands[std::min(i, declared - 1)].role != OperandRole::In;
+  };
+  // The first offending (output, operand) pair in index order, or none.
+  auto offends = [&](size_t i, size_t j) {
+    if (inst.opcode == Opcode::AllGather ||
+        inst.opcode == Opcode::AllGatherStart)
+      return false; // In place; its verifier checks the chunk position.
+    bool exact = ctx.operands[i]->offset == ctx.operands[j]->offset &&
+                 ctx.operands[i]->byteSize() == ctx.operands[j]->byteSize();
+    return !(exact && schema->allowsExactAlias);
+  };
+  std::pair<size_t, size_t> first{SIZE_MAX, SIZE_MAX};
+  size_t n = inst.operands.size();
+  if (n <= 32) {
+    for (size_t i = 0; i < n && first.first == SIZE_MAX; ++i) {
+      if (!isOutput(i))
         continue;
-      if (inst.opcode == Opcode::AllGather ||
-          inst.opcode == Opcode::AllGatherStart)
-        continue; // In place; its verifier checks the chunk position.
-      bool exact = ctx.operands[i]->offset == ctx.operands[j]->offset &&
-                   ctx.operands[i]->byteSize() == ctx.operands[j]->byteSize();
-      if (!(exact && schema->allowsExactAlias))
-        return op + " output '" + ctx.operands[i]->name +
-               "' overlaps operand '" + ctx.operands[j]->name + "'";
+      for (size_t j = 0; j < n; ++j)
+        if (i != j && ctx.operands[j] &&
+            overlaps(*ctx.operands[i], *ctx.operands[j]) && offends(i, j)) {
+          first = {i, j};
+          break;
+        }
+    }
+  } else {
+    // Variadic ops (a fused update over every parameter) have thousands of
+    // operands: sweep them by offset instead of comparing every pair.
+    struct Span {
+      uint64_t begin, end;
+      size_t index;
+    };
+    std::vector<Span> spans;
+    for (size_t i = 0; i < n; ++i)
+      if (ctx.operands[i])
+        spans.push_back({ctx.operands[i]->offset,
+                         ctx.operands[i]->offset + ctx.operands[i]->byteSize(),
+                         i});
+    std::sort(spans.begin(), spans.end(), [](const Span &a, const Span &b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.index < b.index;
+    });
+    std::vector<Span> active; // earlier spans that may reach later ones
+    for (const Span &s : spans) {
+      active.erase(
+          std::remove_if(active.begin(), active.end(),
+                         [&](const Span &a) { return a.end <= s.begin; }),
+          active.end());
+      for (const Span &a : active) {
+        if (!overlaps(*ctx.operands[a.index], *ctx.operands[s.index]))
+          continue;
+        for (auto [i, j] :
+             {std::pair{a.index, s.index}, std::pair{s.index, a.index}})
+          if (isOutput(i) && offends(i, j))
+            first = std::min(first, std::pair{i, j});
+      }
+      active.push_back(s);
     }
   }
+  if (first.first != SIZE_MAX)
+    return op + " output '" + ctx.operands[first.first]->name +
+           "' overlaps operand '" + ctx.operands[first.second]->name + "'";
   if (schema->verify && !schema->verify(ctx))
     return op + ": " + ctx.error;
   return {};

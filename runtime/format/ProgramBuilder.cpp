@@ -38,14 +38,23 @@ uint32_t ProgramBuilder::addGroup(const std::string &name,
 }
 
 uint32_t ProgramBuilder::pushBuffer(BufferDesc desc) {
-  if (rank_.findBuffer(desc.name) != kNoBuffer)
+  // rankProgram() hands out the buffers; re-index if they changed behind us.
+  if (namesIndexed_ != rank_.buffers.size()) {
+    bufferNames_.clear();
+    for (const BufferDesc &b : rank_.buffers)
+      bufferNames_.insert(b.name);
+    namesIndexed_ = rank_.buffers.size();
+  }
+  if (bufferNames_.count(desc.name))
     fail("ProgramBuilder: buffer '", desc.name, "' already exists");
   if (desc.numElements() < 0)
     fail("ProgramBuilder: buffer '", desc.name, "' has an invalid shape");
   uint64_t end = desc.offset + desc.byteSize();
   if (end > rank_.arenaBytes)
     rank_.arenaBytes = alignUp(end, kBufferAlignment);
+  bufferNames_.insert(desc.name);
   rank_.buffers.push_back(std::move(desc));
+  namesIndexed_ = rank_.buffers.size();
   return static_cast<uint32_t>(rank_.buffers.size() - 1);
 }
 

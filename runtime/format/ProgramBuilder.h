@@ -47,6 +47,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace strata::rt {
@@ -129,6 +130,10 @@ private:
   TrainConfig train_;
   RankProgram rank_;
   std::shared_ptr<std::vector<ProcessGroup>> groups_;
+  /// Names of rank_.buffers[0, namesIndexed_), so that adding a buffer does
+  /// not scan every earlier one (compile time stays linear in buffers).
+  std::unordered_set<std::string> bufferNames_;
+  size_t namesIndexed_ = 0;
 };
 
 /// Builds a program of meta.worldSize ranks that share one group table.

@@ -41,10 +41,14 @@ std::vector<int64_t> dims(const json &j, const std::string &where) {
   return d;
 }
 
-int64_t product(const std::vector<int64_t> &d) {
+/// Elements of a shape from an index; a product past 2^56 (no checkpoint
+/// holds that much) is a malformed index, not an overflow.
+int64_t product(const std::vector<int64_t> &d, const std::string &where) {
   int64_t n = 1;
   for (int64_t x : d)
-    n *= x;
+    if (__builtin_mul_overflow(n, x, &n) || n > (int64_t(1) << 56))
+      fail(where,
+           ": malformed checkpoint index: a shape of more than 2^56 elements");
   return n;
 }
 
@@ -168,8 +172,36 @@ std::vector<float> CheckpointReader::assemble(const json &tensor,
                                               const std::string &name,
                                               bool raw) const {
   std::string where = dir_ + "/index.json: tensor '" + name + "'";
+  // A field of the wrong JSON type is a malformed index like any other.
+  try {
+    return assembleChecked(tensor, pieces, name, raw);
+  } catch (const json::exception &e) {
+    fail(where, ": malformed checkpoint index: ", e.what());
+  }
+}
+
+std::vector<float> CheckpointReader::assembleChecked(const json &tensor,
+                                                     const json &pieces,
+                                                     const std::string &name,
+                                                     bool raw) const {
+  std::string where = dir_ + "/index.json: tensor '" + name + "'";
   std::vector<int64_t> view = dims(tensor.value("global_shape", json()), where);
-  int64_t total = product(view);
+  int64_t total = product(view, where);
+  if (!pieces.is_array())
+    fail(where, ": malformed checkpoint index: no pieces");
+  // Every element comes from a piece's data: the pieces bound the tensor
+  // before anything of its size is allocated.
+  int64_t held = 0;
+  for (const json &piece : pieces) {
+    if (!piece.is_object())
+      fail(where, ": malformed checkpoint index: a piece is not an object");
+    const SafeTensorInfo *info =
+        file(piece.value("file", std::string())).find(name);
+    held += info ? info->numElements() : 0;
+  }
+  if (total > held)
+    fail(where, ": its pieces hold ", held, " of its ", total,
+         " elements; the checkpoint is incomplete");
   std::vector<float> out(total, 0.0f);
   std::vector<char> seen(total, 0);
   size_t rank = view.size();
@@ -226,13 +258,13 @@ std::vector<float> CheckpointReader::assemble(const json &tensor,
     };
     if (piece.contains("shape")) {
       std::vector<int64_t> shape = dims(piece["shape"], where);
-      walk(dims(piece.value("start", json()), where), shape, 0, product(shape),
-           [&](int64_t g) { take(g, true); });
+      walk(dims(piece.value("start", json()), where), shape, 0,
+           product(shape, where), [&](int64_t g) { take(g, true); });
     } else {
       std::vector<int64_t> box = dims(piece.value("box_shape", json()), where);
       int64_t offset = piece.value("offset", int64_t(0)),
               count = piece.value("count", int64_t(0));
-      if (offset < 0 || count < 0 || offset + count > product(box))
+      if (offset < 0 || count < 0 || count > product(box, where) - offset)
         fail(where, ": malformed checkpoint index: range outside its box");
       walk(dims(piece.value("box_start", json()), where), box, offset,
            offset + count, [&](int64_t g) { take(g, raw || g >= 0); });
@@ -281,8 +313,9 @@ CheckpointReader::readState(const std::string &name,
     return f.readF32(*info);
   }
   const json &t = state_["tensors"].value(name, json());
+  const json &states = state_.value("optimizer_state", json());
   const json &s =
-      state_.value("optimizer_state", json()).value(name + suffix, json());
+      states.is_object() ? states.value(name + suffix, json()) : json();
   if (!t.is_object() || !s.is_object())
     fail(dir_, "/index.json: no optimizer state '", name + suffix, "'");
   return assemble(t, s.value("pieces", json()), name + suffix, /*raw=*/true);

@@ -70,6 +70,9 @@ private:
   std::vector<float> assemble(const nlohmann::json &tensor,
                               const nlohmann::json &pieces,
                               const std::string &name, bool raw) const;
+  std::vector<float> assembleChecked(const nlohmann::json &tensor,
+                                     const nlohmann::json &pieces,
+                                     const std::string &name, bool raw) const;
 
   std::string dir_;
   nlohmann::json state_;

@@ -171,6 +171,16 @@ int runCompile(const CompileOptions &opts) {
     llvm::errs() << clusterError << "\n";
     return 1;
   }
+  // Every rank's program is built and held at once (hundreds of KB each,
+  // more for larger models), so the rank count is bounded.
+  constexpr int64_t kMaxCompileRanks = 4096;
+  if (ranks > kMaxCompileRanks) {
+    llvm::errs() << "error: --cluster " << opts.cluster << ": " << ranks
+                 << " ranks; strata compile builds one program per rank and "
+                    "holds them all, at most "
+                 << kMaxCompileRanks << " ranks\n";
+    return 1;
+  }
   std::string launcher =
       findBesideStrata(opts.launcher, "STRATA_LAUNCHER", "strata-launcher");
   if (!llvm::sys::fs::can_execute(launcher)) {

@@ -11,11 +11,31 @@
 #include "compiler/planner/PlanCommand.h"
 #include "passes/Passes.h"
 
+#include "llvm/Support/ErrorHandling.h"
+
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <new>
+
+static const char *const kOutOfMemory =
+    "out of memory: this machine cannot hold what the command was asked to "
+    "build; use fewer layers, a smaller global batch or fewer micro-batches "
+    "(--pin num_microbatches=N), or a machine with more memory";
 
 int main(int argc, char **argv) {
+  // LLVM's own allocations (MLIR) report exhaustion through this handler
+  // rather than std::bad_alloc; both end in the same sentence.
+  llvm::install_bad_alloc_error_handler(
+      [](void *, const char *, bool) {
+        std::fputs("strata: error: ", stderr);
+        std::fputs(kOutOfMemory, stderr);
+        std::fputs("\n", stderr);
+        std::_Exit(1);
+      },
+      nullptr);
   CLI::App app{"Strata: a compiler for auto-parallel hybrid training.\n"
                "Describe a model and a cluster; Strata plans data, tensor and\n"
                "pipeline parallelism and emits one launchable executable.",
@@ -57,6 +77,14 @@ int main(int argc, char **argv) {
     std::cerr << command << ": error: " << e.what() << "; see `" << command
               << " --help`\n";
     return 2;
+  } catch (const std::bad_alloc &) {
+    // Inputs are bounded where they are read; what still runs out of memory
+    // gets a sentence, not a bare "std::bad_alloc".
+    std::string command = "strata";
+    for (const CLI::App *sub : app.get_subcommands())
+      command += " " + sub->get_name();
+    std::cerr << command << ": error: " << kOutOfMemory << "\n";
+    return 1;
   } catch (const std::exception &e) {
     std::cerr << "strata: error: " << e.what() << "\n";
     return 1;
