@@ -150,9 +150,9 @@ __global__ void causalAttentionFwdKernel(const float *q, const float *kIn,
 __device__ void scoreGradientTile(float *ps, float *dss, const float *qs,
                                   const float *dos, const float *ks,
                                   const float *vs, const float *rowLse,
-                                  const float *rowDot, int64_t i0,
-                                  int64_t rows, int64_t j0, int64_t cols,
-                                  int T, int64_t D, float scale) {
+                                  const float *rowDot, int64_t i0, int64_t rows,
+                                  int64_t j0, int64_t cols, int T, int64_t D,
+                                  float scale) {
   for (int e = threadIdx.x; e < T * T; e += blockDim.x) {
     int r = e / T, c = e % T;
     float p = 0.0f, ds = 0.0f;
@@ -231,10 +231,12 @@ __global__ void causalAttentionBwdQueryKernel(
     dq[bh * S * D + i0 * D + e] = dqs[e];
 }
 
-__global__ void causalAttentionBwdKeyKernel(
-    const float *dout, const float *q, const float *kIn, const float *vIn,
-    const float *out, const float *lse, float *dk, float *dv, int64_t heads,
-    int64_t kvHeads, int64_t S, int64_t D, float scale, int T) {
+__global__ void causalAttentionBwdKeyKernel(const float *dout, const float *q,
+                                            const float *kIn, const float *vIn,
+                                            const float *out, const float *lse,
+                                            float *dk, float *dv, int64_t heads,
+                                            int64_t kvHeads, int64_t S,
+                                            int64_t D, float scale, int T) {
   extern __shared__ float smem[];
   float *ks = smem, *vs = ks + T * D, *dks = vs + T * D, *dvs = dks + T * D;
   float *qs = dvs + T * D, *dos = qs + T * D, *ps = dos + T * D;
@@ -260,8 +262,8 @@ __global__ void causalAttentionBwdKeyKernel(
       rowStatistics(rowLse, rowDot, dos, out + bh * S * D, lse + bh * S, i0,
                     rows, T, D);
       __syncthreads();
-      scoreGradientTile(ps, dss, qs, dos, ks, vs, rowLse, rowDot, i0, rows,
-                        j0, cols, T, D, scale);
+      scoreGradientTile(ps, dss, qs, dos, ks, vs, rowLse, rowDot, i0, rows, j0,
+                        cols, T, D, scale);
       __syncthreads();
       // dV_j += P^T dO_i; dK_j += dS^T Q_i.
       for (int64_t e = threadIdx.x; e < cols * D; e += blockDim.x) {
