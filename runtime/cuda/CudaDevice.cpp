@@ -210,6 +210,17 @@ void runKvAttention(const B &b, const C &ctx, D &d) {
               b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4), ctx.step,
               float(b.fattr(0)), d.stream());
 }
+void runCausalAttentionFwd(const B &b, const C &, D &d) {
+  causalAttentionFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
+                     b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4),
+                     float(b.fattr(0)), d.stream());
+}
+void runCausalAttentionBwd(const B &b, const C &, D &d) {
+  causalAttentionBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+                     b.f32(6), b.f32(7), b.f32(8), b.attr(0), b.attr(1),
+                     b.attr(2), b.attr(3), b.attr(4), float(b.fattr(0)),
+                     d.stream());
+}
 void runCrossEntropyFwd(const B &b, const C &, D &d) {
   int64_t vocab = b.attr(0);
   crossEntropyFwd(b.f32(0), b.i32(1), b.elements[0] / vocab, vocab, b.f32(3),
@@ -462,6 +473,8 @@ constexpr Entry kEntries[] = {
     {Opcode::LayerNormBwd, runLayerNormBwd},
     {Opcode::SoftmaxFwd, runSoftmaxFwd},
     {Opcode::SoftmaxBwd, runSoftmaxBwd},
+    {Opcode::CausalAttentionFwd, runCausalAttentionFwd},
+    {Opcode::CausalAttentionBwd, runCausalAttentionBwd},
     {Opcode::KvAttention, runKvAttention},
     {Opcode::RotaryAtPosition, runRotaryAtPosition},
     {Opcode::CrossEntropyFwd, runCrossEntropyFwd},

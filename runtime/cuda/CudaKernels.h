@@ -111,6 +111,18 @@ void kvAttention(const float *q, const float *k, const float *v, float *kCache,
                  int64_t kvHeads, int64_t maxLen, int64_t headDim, int64_t pos,
                  float scale, Stream s);
 
+/// Fused causal attention (CudaAttention.cu): the semantics and layouts of
+/// runtime/cpu/AttentionKernels.h; the backward overwrites dq, dk, dv.
+void causalAttentionFwd(const float *q, const float *k, const float *v,
+                        float *out, float *lse, int64_t batch, int64_t heads,
+                        int64_t kvHeads, int64_t seq, int64_t headDim,
+                        float scale, Stream s);
+void causalAttentionBwd(const float *dout, const float *q, const float *k,
+                        const float *v, const float *out, const float *lse,
+                        float *dq, float *dk, float *dv, int64_t batch,
+                        int64_t heads, int64_t kvHeads, int64_t seq,
+                        int64_t headDim, float scale, Stream s);
+
 /// Adds the sum of squares of x (in double, fixed reduction order) into
 /// partials[0 .. kReduceBlocks).
 void sumSquaresPartials(const float *x, int64_t n, double *partials, Stream s);
