@@ -6,6 +6,7 @@
 
 #include "runtime/io/CheckpointReader.h"
 
+#include "runtime/io/CheckpointFiles.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/FileIO.h"
@@ -23,10 +24,7 @@ namespace {
 json readStateFile(const std::string &path) {
   std::vector<uint8_t> bytes =
       readRegularFile(path, "a JSON file written by --save");
-  json doc = json::parse(bytes.begin(), bytes.end(), nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    fail(path, ": malformed checkpoint state: not a JSON object");
-  return doc;
+  return decodeCheckpointState(bytes, path);
 }
 
 std::vector<int64_t> dims(const json &j, const std::string &where) {
@@ -42,9 +40,14 @@ std::vector<int64_t> dims(const json &j, const std::string &where) {
 }
 
 int64_t product(const std::vector<int64_t> &d) {
+  // Shapes come from a file: bound them before anything is allocated.
+  constexpr int64_t kMaxElements = int64_t(1) << 40;
   int64_t n = 1;
-  for (int64_t x : d)
+  for (int64_t x : d) {
+    if (x != 0 && n > kMaxElements / x)
+      fail("malformed checkpoint index: shape with more than 2^40 elements");
     n *= x;
+  }
   return n;
 }
 
@@ -112,8 +115,10 @@ CheckpointReader CheckpointReader::open(const std::string &dir) {
   if (!r.perRank_ && !fs::is_regular_file(root / "trainer.json", ec))
     fail(dir, ": no trainer.json or index.json; not a Strata checkpoint "
               "directory (written by --save)");
-  r.state_ = readStateFile(
-      (root / (r.perRank_ ? "index.json" : "trainer.json")).string());
+  std::string statePath =
+      (root / (r.perRank_ ? "index.json" : "trainer.json")).string();
+  r.state_ = readStateFile(statePath);
+  verifyCheckpointFiles(dir, r.state_, statePath);
   if (r.perRank_ &&
       (!r.state_.contains("tensors") || !r.state_["tensors"].is_object()))
     fail(dir, "/index.json: malformed checkpoint index: no tensors");
