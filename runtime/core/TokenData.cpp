@@ -127,6 +127,9 @@ TokenData TokenData::loadFile(const std::string &path, TokenFileDType dtype,
   // by the ranks of a node, never copied into each rank's heap.
   ::madvise(p, bytes, MADV_RANDOM);
   data.validate(vocab, "--data " + path);
+  // Validation touched every page; let them go from this rank's resident
+  // set (they stay in the page cache): only the windows sampled come back.
+  ::madvise(p, bytes, MADV_DONTNEED);
   return data;
 }
 

@@ -205,6 +205,23 @@ def checkpoints_group():
     expect_error(S, "a truncated model.safetensors", [one, "--steps", 3, "--resume", bad],
                  ["bad-trunc/model.safetensors", "truncated"])
 
+    # Fields are type-checked (a checkpoint without checksums, as written
+    # before them, still loads, so the fields are its only guard).
+    for field, value in (("seed", -1), ("step", 1.5), ("data_position", "16")):
+        bad = S.path(f"bad-field-{field}")
+        shutil.copytree(latest(ck), bad)
+        with open(os.path.join(bad, "trainer.json")) as f:
+            state = json.load(f)
+        state.pop("checksum")
+        state.pop("files")
+        state[field] = value
+        with open(os.path.join(bad, "trainer.json"), "w") as f:
+            json.dump(state, f)
+        expect_error(S, f"trainer.json with {field} {value!r}",
+                     [one, "--steps", 3, "--resume", bad],
+                     [f"bad-field-{field}/trainer.json", f"'{field}'",
+                      "non-negative integer"])
+
     # A second job saving to the same run directory is locked out.
     run = S.path("locked")
     log = S.path("locked.jsonl")
