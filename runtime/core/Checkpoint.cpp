@@ -19,6 +19,7 @@
 #include "runtime/core/Trainer.h"
 
 #include "runtime/format/Bundle.h"
+#include "runtime/io/CheckpointFiles.h"
 #include "runtime/io/CheckpointReader.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/io/WeightsSource.h"
@@ -27,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -86,14 +88,6 @@ nlohmann::json runState(const Program &program, int64_t step, uint64_t seed,
   };
 }
 
-/// config.json beside the tensors, for the families that have one.
-void writeConfig(const Program &program, const fs::path &dir) {
-  const std::string &text = program.meta.hfConfig;
-  if (!text.empty())
-    writeFileAtomically((dir / "config.json").string(),
-                        std::vector<uint8_t>(text.begin(), text.end()), false);
-}
-
 nlohmann::json readJson(const std::string &path, const std::string &what) {
   std::vector<uint8_t> bytes;
   try {
@@ -101,38 +95,38 @@ nlohmann::json readJson(const std::string &path, const std::string &what) {
   } catch (const RuntimeError &e) {
     fail(what, ": ", e.what());
   }
-  nlohmann::json doc =
-      nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
-  if (doc.is_discarded())
-    fail(path, ": malformed checkpoint state: not valid JSON");
-  return doc;
+  return decodeCheckpointState(bytes, path);
 }
 
-/// Moves a complete temporary checkpoint directory into place; an existing
-/// target is moved aside first and restored if the rename fails.
-void publishDirectory(const fs::path &tmp, const fs::path &target,
-                      const std::string &dir) {
-  std::error_code ec;
-  fs::path old = target.string() + ".old-" + std::to_string(::getpid());
-  bool hadOld = fs::exists(target, ec);
-  if (hadOld) {
-    fs::rename(target, old, ec);
-    if (ec) {
-      fs::remove_all(tmp, ec);
-      fail("--save ", dir, ": cannot move the old checkpoint aside");
-    }
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignore;
-    if (hadOld)
-      fs::rename(old, target, ignore);
-    fs::remove_all(tmp, ignore);
-    fail("--save ", dir,
-         ": cannot rename the new checkpoint into place: ", ec.message());
-  }
-  if (hadOld)
-    fs::remove_all(old, ec);
+/// Writes one file of a checkpoint into the temporary directory and records
+/// its size and CRC-32 for the state file's "files".
+void writeCheckpointFile(const fs::path &tmp, const std::string &name,
+                         const std::vector<uint8_t> &bytes,
+                         nlohmann::json &files) {
+  saveCrashPoint();
+  writeFileAtomically((tmp / name).string(), bytes, false);
+  files[name] = fileRecord(bytes.data(), bytes.size());
+}
+
+/// The state file (trainer.json or index.json), written last, with every
+/// other file's checksum and its own.
+void writeStateFile(const fs::path &tmp, const std::string &name,
+                    nlohmann::json state, const nlohmann::json &files,
+                    int indent) {
+  state["files"] = files;
+  std::string text = encodeCheckpointState(std::move(state), indent);
+  saveCrashPoint();
+  writeFileAtomically((tmp / name).string(),
+                      std::vector<uint8_t>(text.begin(), text.end()), false);
+}
+
+/// config.json beside the tensors, for the families that have one.
+void writeConfig(const Program &program, const fs::path &dir,
+                 nlohmann::json &files) {
+  const std::string &text = program.meta.hfConfig;
+  if (!text.empty())
+    writeCheckpointFile(dir, "config.json",
+                        std::vector<uint8_t>(text.begin(), text.end()), files);
 }
 
 void checkSaveTarget(const std::string &dir) {
@@ -360,17 +354,18 @@ void Trainer::saveSingleRank(const std::string &dir) const {
     fail("--save ", dir, ": cannot create ", tmp.string(), ": ", ec.message());
   try {
     std::map<std::string, std::string> meta = {{"format", "pt"}};
-    writeSafeTensors((tmp / "model.safetensors").string(), model, meta);
-    writeSafeTensors((tmp / "optimizer.safetensors").string(), optimizer, meta);
-    std::string text = state.dump(2) + "\n";
-    writeFileAtomically((tmp / "trainer.json").string(),
-                        std::vector<uint8_t>(text.begin(), text.end()), false);
-    writeConfig(program_, tmp);
+    nlohmann::json files = nlohmann::json::object();
+    writeCheckpointFile(tmp, "model.safetensors",
+                        encodeSafeTensors(model, meta), files);
+    writeCheckpointFile(tmp, "optimizer.safetensors",
+                        encodeSafeTensors(optimizer, meta), files);
+    writeConfig(program_, tmp, files);
+    writeStateFile(tmp, "trainer.json", state, files, 2);
+    publishDirectory(tmp.string(), dir, "--save");
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  publishDirectory(tmp, target, dir);
 }
 
 /// Reads trainer state shared by both layouts; checks optimizer and step.
@@ -379,38 +374,74 @@ static void readTrainerState(const nlohmann::json &state,
                              const ModelMeta &meta, int64_t &step,
                              uint64_t &seed, int64_t &dataPosition,
                              DataOrder &order, bool &hadOrder) {
-  try {
-    if (state.at("format").get<std::string>() != kCheckpointFormat ||
-        state.at("version").get<int>() != kCheckpointVersion)
-      fail(path, ": unsupported checkpoint format or version");
-    std::string opt = state.at("optimizer").get<std::string>();
-    if (opt != optimizerName(optimizer))
-      fail(path, ": checkpoint was trained with ", opt,
-           " but this program uses ", optimizerName(optimizer));
-    step = state.at("step").get<int64_t>();
-    if (step < 0)
-      fail(path, ": negative step");
-    seed = state.at("seed").get<uint64_t>();
-    // Checkpoints before sampled data recorded only step * global batch.
-    dataPosition = state.value("data_position", step * meta.globalBatch);
-    if (dataPosition < 0)
-      fail(path, ": negative data_position");
-    hadOrder = state.contains("data_order");
-    std::string name = state.value("data_order", std::string("sequential"));
-    if (name != "random" && name != "sequential")
-      fail(path, ": unknown data_order '", name, "'");
-    order = name == "random" ? DataOrder::Random : DataOrder::Sequential;
-  } catch (const nlohmann::json::exception &e) {
-    fail(path, ": malformed checkpoint state: ", e.what());
+  // Every field is checked for its type and range: a negative or
+  // fractional step, seed or position would otherwise convert silently.
+  auto field = [&](const char *name) -> const nlohmann::json & {
+    if (!state.is_object() || !state.contains(name))
+      fail(path, ": malformed checkpoint state: no '", name, "'");
+    return state[name];
+  };
+  auto counter = [&](const char *name) -> uint64_t {
+    const nlohmann::json &v = field(name);
+    if (!v.is_number_unsigned())
+      fail(path, ": malformed checkpoint state: '", name,
+           "' must be a non-negative integer, got ", v.dump());
+    return v.get<uint64_t>();
+  };
+  auto text = [&](const char *name) -> std::string {
+    const nlohmann::json &v = field(name);
+    if (!v.is_string())
+      fail(path, ": malformed checkpoint state: '", name,
+           "' must be a string, got ", v.dump());
+    return v.get<std::string>();
+  };
+  if (text("format") != kCheckpointFormat ||
+      counter("version") != uint64_t(kCheckpointVersion))
+    fail(path, ": unsupported checkpoint format or version");
+  std::string opt = text("optimizer");
+  if (opt != optimizerName(optimizer))
+    fail(path, ": checkpoint was trained with ", opt, " but this program uses ",
+         optimizerName(optimizer));
+  if (state.contains("family") && text("family") != meta.family)
+    fail(path, ": checkpoint of a '", text("family"),
+         "' model; this program trains a '", meta.family, "' model");
+  uint64_t stepCount = counter("step");
+  if (stepCount > uint64_t(INT64_MAX / std::max<int64_t>(1, meta.globalBatch)))
+    fail(path, ": malformed checkpoint state: step ", stepCount,
+         " is out of range");
+  step = int64_t(stepCount);
+  seed = counter("seed");
+  // Checkpoints before sampled data recorded only step * global batch.
+  uint64_t position = state.contains("data_position")
+                          ? counter("data_position")
+                          : uint64_t(step * meta.globalBatch);
+  if (position > uint64_t(INT64_MAX / 2))
+    fail(path, ": malformed checkpoint state: data_position ", position,
+         " is out of range");
+  dataPosition = int64_t(position);
+  hadOrder = state.contains("data_order");
+  std::string name = hadOrder ? text("data_order") : "sequential";
+  if (name != "random" && name != "sequential")
+    fail(path, ": unknown data_order '", name, "'");
+  order = name == "random" ? DataOrder::Random : DataOrder::Sequential;
+  if (state.contains("rng")) {
+    const nlohmann::json &rng = state["rng"];
+    if (!rng.is_object() || !rng.contains("seed") ||
+        !rng["seed"].is_number_unsigned() ||
+        rng["seed"].get<uint64_t>() != seed)
+      fail(path, ": malformed checkpoint state: 'rng' must record the seed ",
+           seed);
   }
 }
 
 void Trainer::loadSingleRank(const std::string &dir) {
   fs::path root(dir);
   std::string statePath = (root / "trainer.json").string();
-  readTrainerState(readJson(statePath, "--resume " + dir), statePath,
-                   program_.train.optimizer, program_.meta, step_, seed_,
-                   dataPosition_, dataOrder_, checkpointHadDataOrder_);
+  nlohmann::json state = readJson(statePath, "--resume " + dir);
+  readTrainerState(state, statePath, program_.train.optimizer, program_.meta,
+                   step_, seed_, dataPosition_, dataOrder_,
+                   checkpointHadDataOrder_);
+  verifyCheckpointFiles(dir, state, statePath);
 
   const RankProgram &rp = rankProgram();
   std::string modelPath = (root / "model.safetensors").string();
@@ -494,6 +525,7 @@ void Trainer::saveMultiRank(const std::string &dir) const {
 
   const RankProgram &rp = rankProgram();
   std::vector<std::string> suffixes = stateSuffixes(program_.train.optimizer);
+  double mine[2] = {0.0, 0.0};
   agree(attempt([&] {
           std::vector<std::vector<float>> data;
           std::vector<SafeTensorToWrite> tensors;
@@ -531,10 +563,22 @@ void Trainer::saveMultiRank(const std::string &dir) const {
                                    data.back().size() * 4});
               }
           }
-          writeSafeTensors((tmp / rankFileName(rank_)).string(), tensors,
-                           {{"format", "pt"}});
+          std::vector<uint8_t> bytes =
+              encodeSafeTensors(tensors, {{"format", "pt"}});
+          saveCrashPoint();
+          writeFileAtomically((tmp / rankFileName(rank_)).string(), bytes,
+                              false);
+          mine[0] = double(bytes.size());
+          mine[1] = double(crc32Of(bytes.data(), bytes.size()));
         }),
         "writing the rank files");
+  // Rank 0 records every rank file's size and CRC-32 in the index: each
+  // rank contributes its own pair (sizes below 2^53 are exact doubles).
+  std::vector<double> records(2 * size_t(W), 0.0);
+  records[2 * rank_] = mine[0];
+  records[2 * rank_ + 1] = mine[1];
+  world.allReduce(records.data(), int64_t(records.size()), DType::F64,
+                  ReduceOp::Sum);
 
   agree(
       attempt([&] {
@@ -580,12 +624,16 @@ void Trainer::saveMultiRank(const std::string &dir) const {
         index["layout_fingerprint"] = layoutFingerprint();
         index["tensors"] = tensors;
         index["optimizer_state"] = states;
-        std::string text = index.dump(1) + "\n";
-        writeFileAtomically((tmp / "index.json").string(),
-                            std::vector<uint8_t>(text.begin(), text.end()),
-                            false);
-        writeConfig(program_, tmp);
-        publishDirectory(tmp, target, dir);
+        nlohmann::json files = nlohmann::json::object();
+        char crc[9];
+        for (uint32_t r = 0; r < W; ++r) {
+          std::snprintf(crc, sizeof crc, "%08x", uint32_t(records[2 * r + 1]));
+          files[rankFileName(r)] = {{"bytes", uint64_t(records[2 * r])},
+                                    {"crc32", crc}};
+        }
+        writeConfig(program_, tmp, files);
+        writeStateFile(tmp, "index.json", index, files, 1);
+        publishDirectory(tmp.string(), dir, "--save");
       }),
       "publishing the checkpoint");
 }
@@ -618,11 +666,13 @@ void Trainer::loadMultiRank(const std::string &dir) {
   std::map<uint32_t, SafeTensorsFile> files;
   auto fileOf = [&](uint32_t owner) -> const SafeTensorsFile & {
     auto it = files.find(owner);
-    if (it == files.end())
+    if (it == files.end()) {
+      verifyCheckpointFiles(dir, index, indexPath, rankFileName(owner));
       it = files
                .emplace(owner, SafeTensorsFile::open(
                                    (root / rankFileName(owner)).string()))
                .first;
+    }
     return it->second;
   };
   auto tensor = [&](const SafeTensorsFile &file, const std::string &name,

@@ -87,6 +87,9 @@ public:
   virtual int worldSize() const = 0;
   /// All ranks, in rank order.
   virtual Communicator &world() = 0;
+  /// Seconds this rank has spent blocked in collectives and waits so far
+  /// (waiting for other ranks); 0 for backends that never wait.
+  virtual double blockedSeconds() const { return 0.0; }
   /// Creates the communicator of `group`. Collective over the world: every
   /// rank calls it for every group in the same order; non-members get
   /// nullptr.

@@ -9,9 +9,15 @@
 #include "runtime/io/CheckpointReader.h"
 #include "runtime/support/Error.h"
 
+#include "runtime/io/CheckpointFiles.h"
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace strata::rt {
@@ -45,8 +51,9 @@ void checkRunDirectory(const std::string &dir) {
          dir, " and --save to another directory");
   for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
     std::string name = e.path().filename().string();
-    bool ours = name == "latest" || name == "best" ||
-                name.rfind("step-", 0) == 0 || name.rfind(".latest-", 0) == 0 ||
+    bool ours = name == "latest" || name == "best" || name == ".lock" ||
+                name == "best.json" || name.rfind("step-", 0) == 0 ||
+                name.rfind(".latest-", 0) == 0 ||
                 name.find(".tmp-") != std::string::npos ||
                 name.find(".old-") != std::string::npos;
     if (!ours)
@@ -55,14 +62,112 @@ void checkRunDirectory(const std::string &dir) {
   }
 }
 
+namespace {
+
+/// What a killed save can leave in a run directory: temporary checkpoint
+/// directories and files, moved-aside old checkpoints, link temporaries.
+bool isStaleTemporary(const std::string &name) {
+  return name.find(".tmp-") != std::string::npos ||
+         name.find(".old-") != std::string::npos ||
+         name.rfind(".latest-", 0) == 0;
+}
+
+} // namespace
+
+RunDirectoryLock &
+RunDirectoryLock::operator=(RunDirectoryLock &&other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = other.fd_;
+    dir_ = std::move(other.dir_);
+    created_ = other.created_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+RunDirectoryLock::~RunDirectoryLock() { release(); }
+
+void RunDirectoryLock::release() {
+  if (fd_ < 0)
+    return;
+  std::error_code ec;
+  fs::remove(fs::path(dir_) / ".lock", ec);
+  ::close(fd_);
+  fd_ = -1;
+  if (created_ && fs::is_empty(dir_, ec))
+    fs::remove(dir_, ec);
+}
+
+RunDirectoryLock RunDirectoryLock::acquire(const std::string &dir) {
+  fs::path root(dir);
+  std::error_code ec;
+  bool created = false;
+  if (!fs::exists(root, ec)) {
+    created = fs::create_directory(root, ec);
+    if (!created && !fs::is_directory(root, ec))
+      fail("--save ", dir, ": cannot create the directory: ", ec.message(),
+           "; choose a writable place for checkpoints");
+  }
+  std::string lockPath = (root / ".lock").string();
+  RunDirectoryLock lock;
+  lock.fd_ = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock.fd_ < 0) {
+    int err = errno;
+    if (created)
+      fs::remove(root, ec);
+    errno = err;
+    fail("--save ", dir, ": cannot write in the directory (", lockPath, ": ",
+         std::strerror(errno), "); choose a writable place for checkpoints");
+  }
+  if (::flock(lock.fd_, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    std::string holder;
+    std::vector<char> buf(64, 0);
+    ssize_t n = ::pread(lock.fd_, buf.data(), buf.size() - 1, 0);
+    if (n > 0)
+      holder = std::string(buf.data(), size_t(n));
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' '))
+      holder.pop_back();
+    ::close(lock.fd_);
+    lock.fd_ = -1;
+    if (err == EWOULDBLOCK)
+      fail("--save ", dir, ": another run",
+           holder.empty() ? "" : " (" + holder + ")",
+           " is saving checkpoints here (", lockPath,
+           " is locked); wait for it to end or choose another directory");
+    fail("--save ", dir, ": cannot lock ", lockPath, ": ", std::strerror(err));
+  }
+  lock.dir_ = dir;
+  lock.created_ = created;
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  std::string who = "pid " + std::to_string(::getpid()) + " on " + host + "\n";
+  if (::ftruncate(lock.fd_, 0) != 0 ||
+      ::pwrite(lock.fd_, who.data(), who.size(), 0) != ssize_t(who.size()))
+    fail("--save ", dir, ": cannot write ", lockPath, ": ",
+         std::strerror(errno), "; choose a writable place for checkpoints");
+  // Only runs holding the lock write here, so whatever temporaries exist
+  // were left by a killed save.
+  for (const fs::directory_entry &e : fs::directory_iterator(root, ec))
+    if (isStaleTemporary(e.path().filename().string())) {
+      std::error_code ignore;
+      fs::remove_all(e.path(), ignore);
+    }
+  syncDirectory(root.string());
+  return lock;
+}
+
 void pointLatestAt(const std::string &dir, const std::string &name) {
   fs::path root(dir);
   fs::path tmp = root / (".latest-" + std::to_string(::getpid()));
   std::error_code ec;
   fs::remove(tmp, ec);
+  saveCrashPoint();
   fs::create_directory_symlink(name, tmp, ec);
   if (ec)
     fail("--save ", dir, ": cannot create the 'latest' link: ", ec.message());
+  saveCrashPoint();
   fs::rename(tmp, root / "latest", ec);
   if (ec) {
     std::error_code ignore;
@@ -70,6 +175,7 @@ void pointLatestAt(const std::string &dir, const std::string &name) {
     fail("--save ", dir, ": cannot point 'latest' at ", name, ": ",
          ec.message());
   }
+  syncDirectory(dir);
 }
 
 std::vector<std::string> pruneCheckpoints(const std::string &dir,
@@ -92,7 +198,13 @@ std::vector<std::string> pruneCheckpoints(const std::string &dir,
   for (int64_t i = 0; i < int64_t(steps.size()) && excess > 0; ++i) {
     if (steps[i] == latest)
       continue;
-    fs::remove_all(root / steps[i], ec);
+    // Renamed first, so that a kill mid-removal leaves a stale temporary
+    // (removed at the next start), never a half-deleted checkpoint.
+    fs::path doomed = root / (steps[i] + ".old-" + std::to_string(::getpid()));
+    saveCrashPoint();
+    fs::rename(root / steps[i], doomed, ec);
+    if (!ec)
+      fs::remove_all(doomed, ec);
     if (!ec) {
       removed.push_back(steps[i]);
       --excess;

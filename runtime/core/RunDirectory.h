@@ -30,6 +30,39 @@ std::string stepCheckpointName(int64_t step);
 /// must), or be empty, or be a run directory. Throws RuntimeError.
 void checkRunDirectory(const std::string &dir);
 
+/// The run directory's lock: DIR/.lock, held (flock) by the process that
+/// publishes checkpoints for the whole run, so that a second job saving to
+/// the same directory fails at start-up instead of clobbering it.
+class RunDirectoryLock {
+public:
+  RunDirectoryLock() = default;
+  RunDirectoryLock(RunDirectoryLock &&other) noexcept
+      : fd_(other.fd_), dir_(std::move(other.dir_)), created_(other.created_) {
+    other.fd_ = -1;
+  }
+  RunDirectoryLock &operator=(RunDirectoryLock &&other) noexcept;
+  RunDirectoryLock(const RunDirectoryLock &) = delete;
+  RunDirectoryLock &operator=(const RunDirectoryLock &) = delete;
+  /// Removes DIR/.lock and releases it; a directory that acquire created
+  /// and that is still empty (the run failed before saving) is removed,
+  /// so a failed start leaves the disk as it was.
+  ~RunDirectoryLock();
+
+  /// Creates `dir` when missing, takes DIR/.lock and writes the holder
+  /// into it (which proves the directory writable before any step runs),
+  /// then removes stale temporaries that killed saves left behind (they
+  /// are only ever written under the lock). Throws RuntimeError naming
+  /// --save.
+  static RunDirectoryLock acquire(const std::string &dir);
+
+private:
+  void release();
+
+  int fd_ = -1;
+  std::string dir_;
+  bool created_ = false;
+};
+
 /// Points dir/latest at dir/<name> (atomically: a new link renamed over the
 /// old one).
 void pointLatestAt(const std::string &dir, const std::string &name);

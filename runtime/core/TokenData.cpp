@@ -93,13 +93,16 @@ TokenData TokenData::loadFile(const std::string &path, TokenFileDType dtype,
   TokenData data;
   data.seqLen_ = seqLen;
   data.width_ = dtype == TokenFileDType::U16 ? 2 : 4;
-  int fd = ::open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: a FIFO must not block the open; it is refused below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     fail("--data ", path, ": cannot open: ", std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail("--data ", path, ": not a regular file");
+    fail("--data ", path,
+         ": not a regular file (a FIFO, device or directory); expected a "
+         "token file");
   }
   size_t bytes = st.st_size;
   if (bytes == 0) {
@@ -120,7 +123,13 @@ TokenData TokenData::loadFile(const std::string &path, TokenFileDType dtype,
   data.mappedBytes_ = bytes;
   data.count_ = int64_t(bytes / data.width_);
   data.description_ = path;
+  // Every rank maps the same file: the pages are the page cache's, shared
+  // by the ranks of a node, never copied into each rank's heap.
+  ::madvise(p, bytes, MADV_RANDOM);
   data.validate(vocab, "--data " + path);
+  // Validation touched every page; let them go from this rank's resident
+  // set (they stay in the page cache): only the windows sampled come back.
+  ::madvise(p, bytes, MADV_DONTNEED);
   return data;
 }
 

@@ -228,6 +228,7 @@ StepStats Trainer::runStep(const TokenData &data, bool stopRequested) {
   const ModelMeta &m = program_.meta;
   const RankProgram &rp = rankProgram();
   auto start = std::chrono::steady_clock::now();
+  double blockedBefore = comms_->blockedSeconds();
   StepStats stats;
   stats.step = step_;
   stats.lr = learningRate(program_.train, step_);
@@ -249,15 +250,26 @@ StepStats Trainer::runStep(const TokenData &data, bool stopRequested) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
+  // This rank's busy time: the step less what it spent waiting for others.
+  double busy =
+      std::max(0.0, seconds - (comms_->blockedSeconds() - blockedBefore));
   // Every rank takes part, loss rank or not, so no rank waits alone. The
   // grad norm is already global where present; max picks it up from any
-  // rank that has one. The stop wish and the memory ride along.
+  // rank that has one. The stop wish and the memory ride along; every
+  // rank's busy time rides in its own slot of the sum.
   Communicator &world = comms_->world();
-  double sum[1] = {isLossRank_ ? localLoss : 0.0};
+  const uint32_t W = worldSize();
+  std::vector<double> sum(1 + W, 0.0);
+  sum[0] = isLossRank_ ? localLoss : 0.0;
+  sum[1 + rank_] = busy;
   double max[4] = {seconds, sumsq, stopRequested ? 1.0 : 0.0, residentBytes()};
-  world.allReduce(sum, 1, DType::F64, ReduceOp::Sum);
+  world.allReduce(sum.data(), int64_t(sum.size()), DType::F64, ReduceOp::Sum);
   world.allReduce(max, 4, DType::F64, ReduceOp::Max);
   stats.loss = sum[0] / double(program_.effectiveLossRanks().size());
+  auto busiest = std::max_element(sum.begin() + 1, sum.end());
+  stats.slowestRank = uint32_t(busiest - (sum.begin() + 1));
+  stats.slowestRankLag =
+      *busiest - *std::min_element(sum.begin() + 1, sum.end());
   stats.seconds = max[0];
   if (max[1] >= 0)
     stats.gradNorm = std::sqrt(max[1]);

@@ -47,6 +47,11 @@ struct StepStats {
   bool stopRequested = false;
   /// The largest resident set size of the ranks' processes, in bytes.
   double memoryBytes = 0.0;
+  /// The rank that was busy longest (step time less time blocked waiting
+  /// for other ranks), and by how many seconds it exceeded the least busy
+  /// rank: how long the others waited for it.
+  uint32_t slowestRank = 0;
+  double slowestRankLag = 0.0;
 };
 
 /// An evaluation: the mean loss over `batches` batches of the eval stream.

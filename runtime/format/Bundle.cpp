@@ -10,6 +10,7 @@
 
 #include "runtime/support/Error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -103,6 +104,17 @@ void writeFileAtomically(const std::string &path,
     std::remove(tmp.c_str());
     fail(path, ": cannot replace: ", std::strerror(err));
   }
+}
+
+std::string launcherMarker() {
+  return std::string("strata-launcher") + ":program-bundle-v1";
+}
+
+bool isStrataLauncher(const std::string &path) {
+  std::vector<uint8_t> image = readRegularFile(path, "an executable file");
+  std::string marker = launcherMarker();
+  return std::search(image.begin(), image.end(), marker.begin(),
+                     marker.end()) != image.end();
 }
 
 void writeExecutable(const std::string &launcherPath,

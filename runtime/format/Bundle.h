@@ -37,6 +37,16 @@ void writeExecutable(const std::string &launcherPath,
 std::optional<std::vector<uint8_t>>
 readEmbeddedProgram(const std::string &executablePath);
 
+/// The marker string every strata-launcher carries (Main.cpp), so that
+/// `strata compile --launcher PATH` can refuse a binary that would run
+/// without training anything (e.g. /bin/true). Built at run time here, so
+/// that only the launcher holds it as one literal.
+std::string launcherMarker();
+
+/// Whether the file at `path` is a strata-launcher (holds the marker).
+/// Throws RuntimeError when it cannot be read.
+bool isStrataLauncher(const std::string &path);
+
 /// Writes `bytes` to `path` through a temporary sibling and a rename.
 void writeFileAtomically(const std::string &path,
                          const std::vector<uint8_t> &bytes, bool executable);

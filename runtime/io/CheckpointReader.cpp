@@ -6,6 +6,7 @@
 
 #include "runtime/io/CheckpointReader.h"
 
+#include "runtime/io/CheckpointFiles.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/FileIO.h"
@@ -23,10 +24,7 @@ namespace {
 json readStateFile(const std::string &path) {
   std::vector<uint8_t> bytes =
       readRegularFile(path, "a JSON file written by --save");
-  json doc = json::parse(bytes.begin(), bytes.end(), nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    fail(path, ": malformed checkpoint state: not a JSON object");
-  return doc;
+  return decodeCheckpointState(bytes, path);
 }
 
 std::vector<int64_t> dims(const json &j, const std::string &where) {
@@ -116,8 +114,10 @@ CheckpointReader CheckpointReader::open(const std::string &dir) {
   if (!r.perRank_ && !fs::is_regular_file(root / "trainer.json", ec))
     fail(dir, ": no trainer.json or index.json; not a Strata checkpoint "
               "directory (written by --save)");
-  r.state_ = readStateFile(
-      (root / (r.perRank_ ? "index.json" : "trainer.json")).string());
+  std::string statePath =
+      (root / (r.perRank_ ? "index.json" : "trainer.json")).string();
+  r.state_ = readStateFile(statePath);
+  verifyCheckpointFiles(dir, r.state_, statePath);
   if (r.perRank_ &&
       (!r.state_.contains("tensors") || !r.state_["tensors"].is_object()))
     fail(dir, "/index.json: malformed checkpoint index: no tensors");

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -103,11 +104,24 @@ SafeTensorsFile SafeTensorsFile::open(const std::string &path) {
   uint64_t dataSize = bytes.size() - file.dataStart_;
 
   json header;
+  // A repeated name would silently take the last entry: refuse it.
+  std::vector<std::string> topKeys;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + file.dataStart_);
+    header =
+        json::parse(bytes.begin() + 8, bytes.begin() + file.dataStart_,
+                    [&](int depth, json::parse_event_t event, json &parsed) {
+                      if (depth == 1 && event == json::parse_event_t::key)
+                        topKeys.push_back(parsed.get<std::string>());
+                      return true;
+                    });
   } catch (const json::exception &e) {
     fail(path, ": safetensors header is not valid JSON: ", e.what());
   }
+  std::sort(topKeys.begin(), topKeys.end());
+  auto dup = std::adjacent_find(topKeys.begin(), topKeys.end());
+  if (dup != topKeys.end())
+    fail(path, ": safetensors header names '", *dup,
+         "' more than once; the file is malformed");
   if (!header.is_object())
     fail(path, ": safetensors header is not a JSON object");
 
@@ -165,6 +179,32 @@ SafeTensorsFile SafeTensorsFile::open(const std::string &path) {
           std::to_string(uint64_t(count) * esize));
     file.tensors_.push_back(std::move(info));
   }
+  // Tensors may not share bytes, and nothing may follow the last one (the
+  // format's own reader refuses both; either means a damaged file).
+  std::vector<const SafeTensorInfo *> byOffset;
+  for (const SafeTensorInfo &t : file.tensors_)
+    byOffset.push_back(&t);
+  std::sort(byOffset.begin(), byOffset.end(),
+            [](const SafeTensorInfo *a, const SafeTensorInfo *b) {
+              return a->begin != b->begin ? a->begin < b->begin
+                                          : a->end < b->end;
+            });
+  uint64_t covered = 0;
+  const SafeTensorInfo *previous = nullptr;
+  for (const SafeTensorInfo *t : byOffset) {
+    if (t->begin < covered && t->begin != t->end)
+      fail(path, ": tensors '", previous->name, "' and '", t->name,
+           "' overlap (data_offsets [", previous->begin, ", ", previous->end,
+           ") and [", t->begin, ", ", t->end, ")); the file is malformed");
+    if (t->end > covered) {
+      covered = t->end;
+      previous = t;
+    }
+  }
+  if (covered != dataSize)
+    fail(path, ": ", dataSize - covered,
+         " bytes after the last tensor's data; the file is malformed or "
+         "was appended to");
   return file;
 }
 

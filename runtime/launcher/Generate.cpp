@@ -96,7 +96,7 @@ int runGenerate(const Program &program, const Options &opt) {
   SamplingOptions sampling;
   sampling.temperature = opt.temperature;
   sampling.topK = opt.topK;
-  sampling.seed = opt.seed >= 0 ? uint64_t(opt.seed) : program.meta.seed;
+  sampling.seed = opt.seed ? *opt.seed : program.meta.seed;
   auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> tokens =
       generator.generate(prompt, opt.generate, sampling);

@@ -32,7 +32,8 @@ struct Options {
   int64_t keepLast = 0;
   bool saveBest = false;
   std::string resume;
-  int64_t seed = -1;
+  std::optional<uint64_t> seed; ///< --seed: any 64-bit unsigned value
+  std::string seedText;
   int threads = 1;
   int64_t printEvery = 0;
   bool info = false;

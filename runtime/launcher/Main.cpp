@@ -24,6 +24,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -34,11 +35,17 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <pthread.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace strata::rt;
 using strata::formatCount;
 using strata::formatGrouped;
+
+/// What `strata compile --launcher` looks for (launcherMarker(), Bundle.h).
+extern "C" __attribute__((used)) const char strataLauncherMarker[] =
+    "strata-launcher:program-bundle-v1";
 
 namespace {
 
@@ -131,7 +138,7 @@ void printInfo(const Program &p, const std::string &source, const Options &opt,
               (long long)m.microBatch);
   std::printf("world size: %u, seed %llu%s\n", m.worldSize,
               (unsigned long long)seed,
-              flagged(opt.seed >= 0, "--seed").c_str());
+              flagged(opt.seed.has_value(), "--seed").c_str());
   std::printf("plan: %s\n", m.planDescription.c_str());
   std::printf("target: %s, device model %s%s\n", targetName(p.target.kind),
               p.target.deviceModel.empty() ? "(not recorded)"
@@ -221,7 +228,9 @@ void namingFlag(const std::string &flag, const std::string &value, Fn body) {
       throw RuntimeError(flag + " " + message);
     throw RuntimeError(flag + " " + value + ": " + message);
   } catch (const std::bad_alloc &) {
-    throw;
+    throw RuntimeError(flag + " " + value +
+                       ": out of memory while loading it; it is larger than "
+                       "this machine's free memory (or malformed)");
   } catch (const std::exception &e) {
     // A library's own exception (e.g. a stream read error): at least say
     // which flag's files it came from.
@@ -296,26 +305,88 @@ TestFailure parseTestFailure() {
 }
 
 /// The signal that asked the job to stop (SIGTERM, SIGINT), or 0.
-volatile std::sig_atomic_t stopSignal = 0;
+std::atomic<int> stopSignal{0};
+/// Set once training runs: from then on the first signal asks for a stop.
+std::atomic<bool> stopHandled{false};
 
-extern "C" void onStopSignal(int signal) { stopSignal = signal; }
-
-/// Asks every rank to finish its step, checkpoint and exit 0 on SIGTERM
-/// or SIGINT; a second signal has the default effect (SA_RESETHAND).
-void installStopHandlers() {
-  struct sigaction action {};
-  action.sa_handler = onStopSignal;
-  action.sa_flags = SA_RESETHAND;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGTERM, &action, nullptr);
-  ::sigaction(SIGINT, &action, nullptr);
+/// SIGTERM and SIGINT are blocked in every thread of the process (MPI's and
+/// oneDNN's included, which inherit the mask) and taken by one thread in
+/// sigwait, so that no signal handler ever interrupts a thread: a handler
+/// running on a thread inside MPI's progress engine or an interrupted
+/// system call there corrupted the heap of about one in ten dp=2 jobs
+/// stopped with SIGTERM. Before training starts, and for a second signal,
+/// the signal has its default effect (the process ends). Call first thing
+/// in main, before any thread exists.
+void startSignalThread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    while (true) {
+      int sig = 0;
+      if (::sigwait(&set, &sig) != 0)
+        continue;
+      if (stopHandled.load() && stopSignal.load() == 0) {
+        stopSignal.store(sig);
+        continue;
+      }
+      // Not training yet, or a second signal: the default effect.
+      std::signal(sig, SIG_DFL);
+      ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+      ::raise(sig);
+    }
+  }).detach();
 }
 
-/// Refuses a --log that names one of the run's inputs: a new log starts
-/// empty.
+/// Asks every rank to finish its step, checkpoint and exit 0 on SIGTERM
+/// or SIGINT; a second signal has the default effect.
+void installStopHandlers() { stopHandled.store(true); }
+
+/// Whether `path` lies inside directory `dir` (both resolved).
+bool isInside(const std::string &path, const std::string &dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path d = fs::weakly_canonical(dir, ec);
+  if (ec || !fs::is_directory(d, ec))
+    return false;
+  fs::path p = fs::weakly_canonical(path, ec);
+  if (ec)
+    return false;
+  auto di = d.begin(), pi = p.begin();
+  for (; di != d.end(); ++di, ++pi)
+    if (pi == p.end() || *di != *pi)
+      return false;
+  return true;
+}
+
+/// Whether the existing file at `path` is a log this launcher wrote (or
+/// empty): only such a file may be truncated or rewritten by --log.
+bool looksLikeStepLog(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  if (!std::getline(in, line))
+    return true; // Empty.
+  nlohmann::json first = nlohmann::json::parse(line, nullptr, false);
+  return !first.is_discarded() && first.is_object() &&
+         (first.contains("step") || first.contains("summary"));
+}
+
+/// Refuses a --log that names one of the run's inputs, a file inside a
+/// checkpoint or run directory, or an existing file that is not a log: a
+/// new log starts empty and a resumed one is rewritten, and neither may
+/// destroy what is not theirs.
 void checkLogIsNotAnInput(const Options &opt, const std::string &self) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  for (const auto &[flag, dir] :
+       {std::pair<const char *, std::string>{"--save", opt.save},
+        {"--resume", opt.resume},
+        {"--init", opt.init}})
+    if (!dir.empty() && isInside(opt.log, dir))
+      fail("--log ", opt.log, ": lies inside ", flag, " ", dir,
+           ", a checkpoint directory of this run; choose a path outside it");
   if (!fs::exists(opt.log, ec))
     return;
   for (const std::string &input :
@@ -323,6 +394,11 @@ void checkLogIsNotAnInput(const Options &opt, const std::string &self) {
     if (!input.empty() && fs::equivalent(opt.log, input, ec))
       fail("--log ", opt.log, ": is ", input,
            ", an input of this run; choose another path for the log");
+  if (!looksLikeStepLog(opt.log))
+    fail("--log ", opt.log,
+         ": exists and is not a Strata training log (its first line is not "
+         "a step record); it would be overwritten. Remove it or choose "
+         "another path");
 }
 
 int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
@@ -352,13 +428,18 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   } catch (const RuntimeError &e) {
     throw CollectiveError(e.what());
   }
-  uint64_t seed = opt.seed >= 0 ? uint64_t(opt.seed) : program.meta.seed;
+  uint64_t seed = opt.seed ? *opt.seed : program.meta.seed;
   int64_t totalSteps = opt.steps >= 0 ? opt.steps : program.train.defaultSteps;
   try {
     applyOverrides(opt, totalSteps, program.train);
   } catch (const RuntimeError &e) {
     throw CollectiveError(e.what());
   }
+  if (!opt.init.empty() && !opt.resume.empty())
+    throw CollectiveError(
+        "--init " + opt.init + " and --resume " + opt.resume +
+        ": --resume restores the weights (and the run) from the checkpoint, "
+        "so --init would be ignored; drop one of them");
   if (opt.info) {
     if (rank == 0)
       printInfo(program, source, opt, totalSteps, seed);
@@ -432,13 +513,18 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   TokenFileDType dtype =
       opt.dataDType == "uint32" ? TokenFileDType::U32 : TokenFileDType::U16;
   std::optional<TokenData> data, evalData;
+  RunDirectoryLock saveLock;
   agree(*comms, [&] {
     if (rank == 0 && !opt.log.empty()) {
       checkLogPath(opt.log);
       checkLogIsNotAnInput(opt, source);
     }
-    if (!opt.save.empty())
+    if (!opt.save.empty()) {
       checkRunDirectory(opt.save);
+      // Rank 0 publishes every checkpoint; it holds the directory's lock.
+      if (rank == 0)
+        saveLock = RunDirectoryLock::acquire(opt.save);
+    }
     if (!opt.data.empty())
       data.emplace(
           TokenData::loadFile(opt.data, dtype, meta.vocab, meta.seqLen));
@@ -468,9 +554,15 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
     if (!opt.resume.empty()) {
       namingFlag("--resume", opt.resume,
                  [&] { trainer.loadCheckpoint(opt.resume); });
-      if (opt.seed >= 0 && uint64_t(opt.seed) != trainer.seed())
-        fail("--seed ", opt.seed, " differs from the checkpoint's seed ",
-             trainer.seed(), "; drop --seed to resume exactly");
+      // The checkpoint's seed drives initialisation, sampling and the
+      // synthetic stream of the resumed run: another one would silently
+      // change the data.
+      if (opt.seed && *opt.seed != trainer.seed())
+        fail("--seed ", *opt.seed, " differs from the seed ", trainer.seed(),
+             " that the checkpoint --resume ", opt.resume,
+             " was trained with; a resumed run continues with the "
+             "checkpoint's seed and data stream: drop --seed (or pass --seed ",
+             trainer.seed(), ")");
       // Nothing to train would only rewrite the checkpoint and an empty log.
       if (totalSteps <= trainer.step())
         fail("--steps ", totalSteps,
@@ -594,7 +686,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
       std::fflush(stderr);
       ::_exit(3);
     }
-    StepStats s = trainer.runStep(*data, stopSignal != 0);
+    StepStats s = trainer.runStep(*data, stopSignal.load() != 0);
     // The loss is the same on every rank, so all of them stop here.
     if (!std::isfinite(s.loss))
       throw CollectiveError(
@@ -627,6 +719,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
                  {"mfu", mfu ? nlohmann::ordered_json(*mfu)
                              : nlohmann::ordered_json()},
                  {"memory_bytes", int64_t(s.memoryBytes)},
+                 {"slowest_rank", s.slowestRank},
+                 {"slowest_rank_lag_s", s.slowestRankLag},
                  {"time", utcTimestamp()}});
       if (tty) {
         std::fprintf(stderr,
@@ -667,7 +761,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   if (rank == 0) {
     int64_t tokens = ran * meta.globalBatch * meta.seqLen;
     double meanTokPerS = elapsed > 0 ? double(tokens) / elapsed : 0.0;
-    const char *signalName = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
+    const char *signalName = stopSignal.load() == SIGINT ? "SIGINT" : "SIGTERM";
     nlohmann::ordered_json summary = {
         {"first_step", first + 1},
         {"last_step", trainer.step()},
@@ -714,6 +808,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
 } // namespace
 
 int main(int argc, char **argv) {
+  startSignalThread();
   Options opt;
   CLI::Validator positive(
       [](std::string &value) -> std::string {
@@ -732,6 +827,15 @@ int main(int argc, char **argv) {
         return {};
       },
       "N>=0");
+  // An empty path would silently mean "not given" (synthetic data, no
+  // checkpoint): refuse it.
+  CLI::Validator nonEmpty(
+      [](std::string &value) -> std::string {
+        if (value.empty())
+          return "must not be empty (leave the flag out instead)";
+        return {};
+      },
+      "PATH");
   CLI::App app{"Strata training binary: runs the compiled training program "
                "embedded in this executable (or --program FILE), or samples "
                "from trained weights with --generate."};
@@ -751,7 +855,8 @@ int main(int argc, char **argv) {
                  "continues from its step); default from the program")
       ->check(positive);
   app.add_option("--data", opt.data,
-                 "Token file: raw little-endian uint16 (or --data-dtype)");
+                 "Token file: raw little-endian uint16 (or --data-dtype)")
+      ->check(nonEmpty);
   app.add_option("--data-dtype", opt.dataDType,
                  "Token width of --data and --eval-data")
       ->check(CLI::IsMember({"uint16", "uint32"}));
@@ -762,7 +867,8 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"random", "sequential"}));
   app.add_option("--eval-data", opt.evalData,
                  "Validation tokens (same format as --data): the loss on "
-                 "them is logged at --eval-every and at the end");
+                 "them is logged at --eval-every and at the end")
+      ->check(nonEmpty);
   app.add_option("--eval-every", opt.evalEvery,
                  "Evaluate every N steps (needs --eval-data)")
       ->check(nonNegative);
@@ -772,14 +878,17 @@ int main(int argc, char **argv) {
       ->check(positive);
   app.add_option("--init", opt.init,
                  "Initial weights: a safetensors file (Strata's or Hugging "
-                 "Face's names) or a checkpoint directory of any plan");
+                 "Face's names) or a checkpoint directory of any plan")
+      ->check(nonEmpty);
   app.add_option("--log", opt.log,
                  "Append one JSON object per step (step, loss, lr, "
                  "grad_norm, time, mfu, memory_bytes, ...), per evaluation "
-                 "and a summary; continued on --resume");
+                 "and a summary; continued on --resume")
+      ->check(nonEmpty);
   app.add_option("--save", opt.save,
                  "Run directory: checkpoints DIR/step-N (at the end, every "
-                 "--save-every steps, on SIGTERM) and DIR/latest");
+                 "--save-every steps, on SIGTERM) and DIR/latest")
+      ->check(nonEmpty);
   app.add_option("--save-every", opt.saveEvery, "Checkpoint period in steps")
       ->check(nonNegative);
   app.add_option("--keep-last", opt.keepLast,
@@ -789,12 +898,28 @@ int main(int argc, char **argv) {
                "Keep DIR/best, the checkpoint with the lowest eval loss");
   app.add_option("--resume", opt.resume,
                  "Continue from a checkpoint (a run directory's latest, or a "
-                 "checkpoint directory), under this plan or another");
-  app.add_option("--seed", opt.seed,
+                 "checkpoint directory), under this plan or another")
+      ->check(nonEmpty);
+  CLI::Validator seed64(
+      [](std::string &value) -> std::string {
+        errno = 0;
+        char *end = nullptr;
+        if (value.empty() ||
+            value.find_first_not_of("0123456789") != std::string::npos)
+          return "must be an integer in 0..18446744073709551615, got '" +
+                 value + "'";
+        (void)std::strtoull(value.c_str(), &end, 10);
+        if (errno == ERANGE)
+          return "must be at most 18446744073709551615 (2^64 - 1), got " +
+                 value;
+        return {};
+      },
+      "0..2^64-1");
+  app.add_option("--seed", opt.seedText,
                  "Seed for initialisation, data sampling and synthetic data "
-                 "(default: the program's); with --generate, the sampling "
-                 "seed")
-      ->check(nonNegative);
+                 "(default: the program's; a resumed run keeps the "
+                 "checkpoint's); with --generate, the sampling seed")
+      ->check(seed64);
   app.add_option("--threads", opt.threads, "CPU threads (default 1)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--print-every", opt.printEvery,
@@ -837,9 +962,11 @@ int main(int argc, char **argv) {
                          "Prompt text (needs --tokenizer)");
   generation->add_option("--prompt-ids", opt.promptIds,
                          "Prompt as token ids, e.g. 464,3290");
-  generation->add_option("--tokenizer", opt.tokenizer,
-                         "Directory with GPT-2's vocab.json + merges.txt or "
-                         "encoder.json + vocab.bpe");
+  generation
+      ->add_option("--tokenizer", opt.tokenizer,
+                   "Directory with GPT-2's vocab.json + merges.txt or "
+                   "encoder.json + vocab.bpe")
+      ->check(nonEmpty);
   generation
       ->add_option("--temperature", opt.temperature,
                    "Softmax temperature (default 1; 0: greedy)")
@@ -850,6 +977,8 @@ int main(int argc, char **argv) {
       ->check(nonNegative);
   generation->add_flag("--print-ids", opt.printIds, "Also print the token ids");
   CLI11_PARSE(app, argc, argv);
+  if (!opt.seedText.empty())
+    opt.seed = std::strtoull(opt.seedText.c_str(), nullptr, 10);
 
   // MPI only when an MPI launcher started us: a one-rank run without
   // mpirun needs no MPI at all (and starts faster without a singleton).
@@ -875,7 +1004,12 @@ int main(int argc, char **argv) {
     // This rank alone may have failed: report it and leave without
     // MPI_Finalize; mpirun ends the other ranks when this one exits non-zero.
     const char *what =
-        dynamic_cast<const std::bad_alloc *>(&e) ? "out of memory" : e.what();
+        dynamic_cast<const std::bad_alloc *>(&e)
+            ? "out of memory: this rank could not allocate what the run "
+              "needs (see `BIN --info` for the arena size per rank); use a "
+              "plan with more ranks, a smaller model or batch, or a machine "
+              "with more memory"
+            : e.what();
     if (comms && comms->worldSize() > 1)
       std::fprintf(stderr, "strata: rank %d: error: %s\n", rank, what);
     else

@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace strata::rt::mpi {
 
@@ -111,10 +113,167 @@ private:
   std::thread thread_;
 };
 
+/// Liveness of the ranks, independent of what the main threads do: every
+/// rank's heartbeat thread sends rank 0 a message each period on its own
+/// communicator and rank 0's answers each rank. A rank that hears nothing
+/// from a peer (rank 0 from rank r, rank r from rank 0) for the timeout
+/// names it and ends the job: the peer is stopped (SIGSTOP, a debugger),
+/// swapped out or its node is unreachable. A slow rank still beats, so
+/// only a rank that stops running is named; the per-step log names the
+/// slowest one (docs/runtime.md).
+class Heartbeat {
+public:
+  Heartbeat(MPI_Comm comm, double timeoutSeconds)
+      : comm_(comm), timeout_(timeoutSeconds) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    period_ = std::min(1.0, timeout_ / 6.0);
+    auto now = std::chrono::steady_clock::now();
+    lastHeard_.assign(size_, now);
+    lastLoop_ = now;
+    sent_.assign(size_, 0);
+    received_.assign(size_, 0);
+    thread_ = std::thread([this] { loop(); });
+  }
+  /// Stops the thread and matches every message still in flight, so that
+  /// MPI_Finalize finds nothing pending. Collective over the world.
+  ~Heartbeat() {
+    // Keep beating until every rank is here: one rank may reach the end
+    // long before another (generation runs on rank 0 alone).
+    MPI_Request barrier;
+    MPI_Ibarrier(comm_, &barrier);
+    for (int done = 0; !done;) {
+      MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+      if (!done)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    // Each rank learns how many beats every peer sent it and receives the
+    // rest; then its own sends complete.
+    std::vector<int64_t> expected(size_, 0);
+    MPI_Alltoall(sent_.data(), 1, MPI_INT64_T, expected.data(), 1, MPI_INT64_T,
+                 comm_);
+    for (int r = 0; r < size_; ++r)
+      for (; received_[r] < expected[r]; ++received_[r]) {
+        int64_t beat;
+        MPI_Recv(&beat, 1, MPI_INT64_T, r, kTag, comm_, MPI_STATUS_IGNORE);
+      }
+    if (!requests_.empty())
+      MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  }
+
+private:
+  static constexpr int kTag = 7;
+
+  void beat(int peer) {
+    // At most a few beats outstanding per peer: a stopped peer does not
+    // receive, and the queue must not grow without bound.
+    if (sent_[peer] - acknowledgedSends(peer) > 16)
+      return;
+    requests_.push_back(MPI_REQUEST_NULL);
+    destinations_.push_back(peer);
+    MPI_Isend(&payload_, 1, MPI_INT64_T, peer, kTag, comm_, &requests_.back());
+    ++sent_[peer];
+  }
+  int64_t acknowledgedSends(int peer) {
+    // Completed sends are dropped from the list; the rest are pending.
+    int64_t pending = 0;
+    for (size_t i = 0; i < requests_.size(); ++i)
+      if (destinations_[i] == peer)
+        ++pending;
+    return sent_[peer] - pending;
+  }
+  void reap() {
+    for (size_t i = 0; i < requests_.size();) {
+      int done = 0;
+      MPI_Test(&requests_[i], &done, MPI_STATUS_IGNORE);
+      if (done) {
+        requests_.erase(requests_.begin() + long(i));
+        destinations_.erase(destinations_.begin() + long(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      lock.unlock();
+      auto now = std::chrono::steady_clock::now();
+      // This thread itself did not run for a while (this process was
+      // stopped, then continued): its peers' silence is its own, not theirs.
+      if (std::chrono::duration<double>(now - lastLoop_).count() > timeout_ / 2)
+        std::fill(lastHeard_.begin(), lastHeard_.end(), now);
+      lastLoop_ = now;
+      reap();
+      if (rank_ == 0)
+        for (int r = 1; r < size_; ++r)
+          beat(r);
+      else
+        beat(0);
+      while (true) {
+        int flag = 0;
+        MPI_Status status;
+        MPI_Iprobe(MPI_ANY_SOURCE, kTag, comm_, &flag, &status);
+        if (!flag)
+          break;
+        int64_t beat;
+        MPI_Recv(&beat, 1, MPI_INT64_T, status.MPI_SOURCE, kTag, comm_,
+                 MPI_STATUS_IGNORE);
+        ++received_[status.MPI_SOURCE];
+        lastHeard_[status.MPI_SOURCE] = now;
+      }
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_ || (rank_ != 0 && r != 0))
+          continue;
+        double silent =
+            std::chrono::duration<double>(now - lastHeard_[r]).count();
+        if (silent < timeout_)
+          continue;
+        std::fprintf(stderr,
+                     "strata: rank %d: no heartbeat from rank %d for %.0f s "
+                     "(limit %.0f s): rank %d has stopped running (stopped "
+                     "with SIGSTOP or a debugger, swapped out, or its node "
+                     "is unreachable). Ending the job (set "
+                     "STRATA_HEARTBEAT_TIMEOUT_S to change the limit, 0 to "
+                     "disable).\n",
+                     rank_, r, silent, timeout_, r);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        ::_exit(1);
+      }
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::duration<double>(period_));
+    }
+  }
+
+  MPI_Comm comm_;
+  double timeout_, period_ = 1.0;
+  int rank_ = 0, size_ = 1;
+  int64_t payload_ = 0;
+  std::vector<std::chrono::steady_clock::time_point> lastHeard_;
+  std::chrono::steady_clock::time_point lastLoop_;
+  std::vector<int64_t> sent_, received_;
+  std::vector<MPI_Request> requests_;
+  std::vector<int> destinations_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 /// Shared by every communicator of the process.
 struct MpiState {
   int worldRank = 0, worldSize = 1;
   std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<Heartbeat> heartbeat;
+  /// Seconds the main thread spent blocked in collectives and waits.
+  double blockedSeconds = 0.0;
 };
 
 MpiState &state() {
@@ -122,10 +281,22 @@ MpiState &state() {
   return s;
 }
 
+/// A blocking operation: watched by the watchdog, its time counted as
+/// blocked (waiting for other ranks) rather than busy.
 class WatchScope {
 public:
-  WatchScope(std::string what) { state().watchdog->begin(std::move(what)); }
-  ~WatchScope() { state().watchdog->end(); }
+  WatchScope(std::string what) : start_(std::chrono::steady_clock::now()) {
+    state().watchdog->begin(std::move(what));
+  }
+  ~WatchScope() {
+    state().watchdog->end();
+    state().blockedSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+            .count();
+  }
+
+private:
+  std::chrono::steady_clock::time_point start_;
 };
 
 class MpiRequest final : public CommRequest {
@@ -272,6 +443,7 @@ public:
     world_ = std::make_unique<MpiCommunicator>(dup, "world");
   }
   const char *name() const override { return "mpi"; }
+  double blockedSeconds() const override { return state().blockedSeconds; }
   int worldRank() const override { return state().worldRank; }
   int worldSize() const override { return state().worldSize; }
   Communicator &world() override { return *world_; }
@@ -300,6 +472,18 @@ bool launchedByMpiLauncher() {
   return false;
 }
 
+double heartbeatTimeoutSeconds() {
+  const char *env = std::getenv("STRATA_HEARTBEAT_TIMEOUT_S");
+  if (!env || !*env)
+    return 30.0;
+  char *end = nullptr;
+  double v = std::strtod(env, &end);
+  if (*end != '\0' || !(v >= 0) || (v > 0 && v < 1))
+    fail("STRATA_HEARTBEAT_TIMEOUT_S=", env,
+         " must be a number of seconds >= 1 (0 disables the heartbeat)");
+  return v;
+}
+
 double collectiveTimeoutSeconds() {
   const char *env = std::getenv("STRATA_COLLECTIVE_TIMEOUT_S");
   if (!env || !*env)
@@ -317,13 +501,23 @@ std::unique_ptr<CommBackend> createMpiBackend() {
   MPI_Initialized(&initialised);
   if (!initialised) {
     double timeout = collectiveTimeoutSeconds();
+    double heartbeat = heartbeatTimeoutSeconds();
+    // The heartbeat thread talks to MPI beside the main thread.
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(nullptr, nullptr,
+                    heartbeat > 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED,
+                    &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Comm_rank(MPI_COMM_WORLD, &state().worldRank);
     MPI_Comm_size(MPI_COMM_WORLD, &state().worldSize);
     state().watchdog = std::make_unique<Watchdog>(timeout);
     state().watchdog->setRank(state().worldRank);
+    if (heartbeat > 0 && provided >= MPI_THREAD_MULTIPLE &&
+        state().worldSize > 1) {
+      MPI_Comm comm;
+      MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+      state().heartbeat = std::make_unique<Heartbeat>(comm, heartbeat);
+    }
   }
   return std::make_unique<MpiBackend>();
 }
@@ -333,6 +527,7 @@ void finalizeMpi() {
   MPI_Initialized(&initialised);
   MPI_Finalized(&finalised);
   if (initialised && !finalised) {
+    state().heartbeat.reset();
     state().watchdog.reset();
     MPI_Finalize();
   }

@@ -287,6 +287,19 @@ def model_group():
         S.case(f"gpt {label}", equivalence, b, label, pins)
 
 
+def without_flag(argv, flag):
+    """argv without `flag` and its value."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
 def resume(base, label, pins, data):
     """10 steps straight vs 5 + --resume 5: the same digits, the same bytes."""
     name = f"{base.name}-{label}-resume"
@@ -299,7 +312,9 @@ def resume(base, label, pins, data):
     for k, (begin, end) in enumerate([(0, half), (half, STEPS)]):
         log, ckpt = S.path(f"{name}.leg{k}.jsonl"), S.path(f"{name}.leg{k}.ckpt")
         extra = ["--resume", ckpts[-1]] if ckpts else []
-        mpirun(n, binary, [*data, *extra, "--steps", end, "--log", log,
+        # --resume restores the weights: --init with it is an error.
+        leg_data = without_flag(data, "--init") if ckpts else data
+        mpirun(n, binary, [*leg_data, *extra, "--steps", end, "--log", log,
                            "--save", ckpt])
         logs.append(log)
         ckpts.append(ckpt)

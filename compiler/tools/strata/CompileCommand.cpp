@@ -189,6 +189,21 @@ int runCompile(const CompileOptions &opts) {
                     "strata-launcher target or pass --launcher PATH\n";
     return 1;
   }
+  // A binary that is not a launcher would be bundled and then exit without
+  // training anything (--launcher /bin/true exits 0).
+  try {
+    if (!rt::isStrataLauncher(launcher)) {
+      llvm::errs() << "error: --launcher " << launcher
+                   << ": not a strata-launcher (it lacks the launcher's "
+                      "marker); a training binary built from it would not "
+                      "train. Pass the strata-launcher built with this "
+                      "strata\n";
+      return 1;
+    }
+  } catch (const rt::RuntimeError &e) {
+    llvm::errs() << "error: --launcher " << e.what() << "\n";
+    return 1;
+  }
 
   // The plan: searched (and printed) like `strata plan`, pins honoured.
   planner::PlanRequest request;

@@ -123,6 +123,31 @@ TEST_F(SafeTensorsTest, BadFilesNameTheFileAndTensor) {
   EXPECT_NE(e.find("data_offsets"), std::string::npos) << e;
 }
 
+// The format's own reader refuses these; so must Strata's, since each would
+// otherwise load silently (the last of two entries, bytes shared by two
+// tensors, data appended after the last tensor).
+TEST_F(SafeTensorsTest, RefusesDuplicateNamesOverlapsAndTrailingBytes) {
+  std::string e = openError(withHeader(
+      R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+      R"( "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+      8));
+  EXPECT_NE(e.find("names 'w' more than once"), std::string::npos) << e;
+  e = openError(withHeader(
+      R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+      R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+      12));
+  EXPECT_NE(e.find("'a' and 'b' overlap"), std::string::npos) << e;
+  e = openError(withHeader(
+      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 12));
+  EXPECT_NE(e.find("8 bytes after the last tensor"), std::string::npos) << e;
+  // Zero-size tensors share offsets legitimately.
+  e = openError(withHeader(
+      R"({"a": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},)"
+      R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+      4));
+  EXPECT_EQ(e, "");
+}
+
 TEST_F(SafeTensorsTest, WriteIsAtomic) {
   std::string path = (dir / "keep.safetensors").string();
   float v = 1.0f;
