@@ -15,6 +15,8 @@ namespace strata::planner {
 
 CostModel::~CostModel() = default;
 
+std::vector<double> CostModel::unitTimes(const Plan &) const { return {}; }
+
 double inflightMicrobatches(const Plan &p, int64_t d) {
   double m = double(p.numMicrobatches);
   switch (p.schedule) {
@@ -347,6 +349,12 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
 double AnalyticalCostModel::layerForwardFlops(int64_t microBatch,
                                               int64_t tp) const {
   double flops = 0;
+  if (m.kind == ModelDesc::Kind::Graph) { // the average unit
+    for (const GraphUnit &u : m.units)
+      for (const GraphOpCost &o : u.ops)
+        flops += o.flops + double(microBatch) * o.flopsPerSample;
+    return flops / double(std::max<size_t>(1, m.units.size())) / double(tp);
+  }
   for (const LayerOp &o : layerOps(m, double(microBatch), double(tp), false))
     if (o.gemm)
       flops += 2 * o.M * o.N * o.K * o.batch;
@@ -354,6 +362,13 @@ double AnalyticalCostModel::layerForwardFlops(int64_t microBatch,
 }
 
 double AnalyticalCostModel::modelFlopsPerStep(int64_t globalBatch) const {
+  if (m.kind == ModelDesc::Kind::Graph) {
+    double perSample = 0;
+    for (const GraphUnit &u : m.units)
+      for (const GraphOpCost &o : u.ops)
+        perSample += o.flopsPerSample;
+    return 3.0 * double(globalBatch) * perSample;
+  }
   double T = double(globalBatch) * double(m.seqLen);
   double layer = layerForwardFlops(1, 1) / double(m.seqLen); // per token
   double head = 2.0 * double(m.hidden) * double(m.vocab);
@@ -364,14 +379,7 @@ double AnalyticalCostModel::modelFlopsPerStep(int64_t globalBatch) const {
 // Stage terms and the full estimate
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// Bytes per parameter by category (docs/cost-model.md, "Memory").
-struct ParamBytes {
-  double weight, grad, optimizer, update;
-};
-} // namespace
-
-static ParamBytes paramBytes(const ModelDesc &m) {
+ParamBytes paramBytes(const ModelDesc &m) {
   double e = double(m.dtypeBytes);
   double master = m.mixedPrecision() ? 4 : 0;
   ParamBytes b{e, e, master, 0};
@@ -392,6 +400,8 @@ static ParamBytes paramBytes(const ModelDesc &m) {
 }
 
 StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
+  if (m.kind == ModelDesc::Kind::Graph)
+    return graphStageCosts(p);
   StageCosts sc;
   const DeviceSpec &dev = c.device;
   LayerCost lc = layerCost(p);
@@ -524,6 +534,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
 }
 
 Estimate AnalyticalCostModel::estimate(const Plan &p) const {
+  if (m.kind == ModelDesc::Kind::Graph)
+    return graphEstimate(p);
   Estimate est;
   StageCosts sc = stageCosts(p);
   int64_t pp = p.pp, mb = p.numMicrobatches;

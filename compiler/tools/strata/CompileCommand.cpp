@@ -65,7 +65,8 @@ RankCoords coordsOf(const planner::Plan &plan, int64_t r) {
 /// Runs the partition and training passes for one rank of the plan.
 mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
                                     const planner::Plan &plan,
-                                    const RankCoords &c, int64_t globalBatch) {
+                                    const RankCoords &c, int64_t globalBatch,
+                                    bool explicitGraph) {
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
   if (plan.tp > 1)
@@ -77,6 +78,8 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
       os << " stage-layers=";
       llvm::interleave(plan.stageLayers, os, ",");
     }
+    if (explicitGraph)
+      os << " graph-units=true";
     os << "},";
   }
   // Each replica's micro-batch loss is a mean over its rows; the seed makes
@@ -150,6 +153,7 @@ int runCompile(const CompileOptions &opts) {
   request.cluster = opts.cluster;
   request.pins = opts.pins;
   request.topK = 1;
+  request.costGraph = costExplicitGraph;
   planner::PlanResult planned = planner::planFromFiles(request);
   if (!planned.ok) {
     // Located spec errors already say "error:"; planner errors name the pin.
@@ -183,7 +187,9 @@ int runCompile(const CompileOptions &opts) {
     if (!module)
       return 1;
     planner::attachPlan(*module, plan);
-    if (failed(buildRankModule(*module, plan, coordsOf(plan, r), globalBatch)))
+    bool explicitGraph = !spec->gpt && !spec->llama && !spec->mlp;
+    if (failed(buildRankModule(*module, plan, coordsOf(plan, r), globalBatch,
+                               explicitGraph)))
       return 1;
     modules.push_back(std::move(module));
   }
