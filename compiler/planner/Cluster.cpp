@@ -110,19 +110,32 @@ static ClusterSpec dgx(const std::string &preset, int64_t nodes,
   d.memoryBandwidth = hbm;
   d.computeUnits = units;
   applyKindDefaults(d);
+  // NCCL's ring/tree kernels: one thread block per channel, 16 channels on
+  // DGX systems (two per NIC).
+  d.collectiveUnits = 16;
   c.levels.push_back({"nvlink", 8, nvlink, 3e-6, 0.8, 1.0});
   c.levels.push_back({"infiniband", nodes, ib, 5e-6, 0.9, 1.0});
   return c;
 }
 
+// Special-function units: 16 exponentials per SM per clock, at the clock
+// the dense tensor peak is quoted at (A100 1.41 GHz, H100 1.83 GHz): 2.4 and
+// 3.9 T/s (the latter is FlashAttention-3's figure for H100 SXM5).
 static ClusterSpec dgxA100(int64_t nodes) {
-  return dgx("dgx-a100", nodes, "A100-SXM4-80GB", 312e12, 19.5e12, 2039e9, 108,
-             300e9, 25e9);
+  ClusterSpec c = dgx("dgx-a100", nodes, "A100-SXM4-80GB", 312e12, 19.5e12,
+                      2039e9, 108, 300e9, 25e9);
+  c.device.expRate = 108 * 16 * 1.41e9;
+  return c;
 }
 
 static ClusterSpec dgxH100(int64_t nodes) {
-  return dgx("dgx-h100", nodes, "H100-SXM5-80GB", 989e12, 67e12, 3350e9, 132,
-             450e9, 50e9);
+  ClusterSpec c = dgx("dgx-h100", nodes, "H100-SXM5-80GB", 989e12, 67e12,
+                      3350e9, 132, 450e9, 50e9);
+  // Third-generation NVSwitch reduces in the switch (NVLS): nccl-tests
+  // all_reduce_perf on 8 H100 SXM reports 460-480 GB/s bus bandwidth.
+  c.levels[0].nvlsBusBandwidth = 480e9;
+  c.device.expRate = 132 * 16 * 1.83e9;
+  return c;
 }
 
 static ClusterSpec localRanks(int64_t ranks) {

@@ -13,6 +13,7 @@
 #define STRATA_COMPILER_PLANNER_COSTMODEL_H
 
 #include "compiler/planner/Cluster.h"
+#include "compiler/planner/Collectives.h"
 #include "compiler/planner/ModelDesc.h"
 #include "compiler/planner/Plan.h"
 
@@ -35,8 +36,16 @@ struct StageCosts {
   // Extra work of the first stage (embedding) and the last (head + loss).
   double firstCompute = 0, firstTpComm = 0;
   double lastCompute = 0, lastTpComm = 0;
+  /// ZeRO-3: the embedding's (first) and head's (last) parameter gathers
+  /// and gradient reduce-scatter, per micro-batch.
+  double firstZeroComm = 0, lastZeroComm = 0;
+  double firstExtra() const { return firstCompute + firstTpComm + firstZeroComm; }
+  double lastExtra() const { return lastCompute + lastTpComm + lastZeroComm; }
   /// Pipeline send/recv a device exposes per micro-batch (all its chunks).
   double p2pPerMicrobatch = 0;
+  /// ZeRO-3: the first layer's forward gather, exposed per micro-batch.
+  double zeroFirstGather = 0;
+  double perMicrobatchComm() const { return p2pPerMicrobatch + zeroFirstGather; }
   /// Step-level terms, independent of the layer assignment (see
   /// docs/cost-model.md for why the data-parallel term uses an average stage).
   double dpExposed = 0, optimizer = 0;
@@ -105,9 +114,24 @@ public:
   /// rank moves shared-memory MPI traffic with the same core that computes.
   bool commOverlapsCompute() const { return c.device.kind != "cpu"; }
   double gemmTime(double M, double N, double K, double batch) const;
+  /// Whether attention is costed as one fused kernel: the model asks for it
+  /// (the default) and the devices are GPUs, where production runs use
+  /// FlashAttention-style kernels; CPU ranks run Strata's unfused kernels.
+  bool fusedAttention() const {
+    return m.attention == ModelDesc::Attention::Fused && c.device.kind != "cpu";
+  }
+  /// One fused attention kernel over `heads` (micro-batch x local heads)
+  /// independent [s, d] heads, forward or backward.
+  double fusedAttentionTime(double heads, double s, double d,
+                            bool backward) const;
   double memoryBoundTime(double bytes) const;
+  /// What a collective of `comm` seconds adds to `compute` seconds of
+  /// kernels it overlaps: the compute units its kernels occupy
+  /// (DeviceSpec::collectiveUnits) slow the compute while both run, and
+  /// what outlasts the compute is exposed; all of it where nothing overlaps.
+  double overlappedCommTime(double comm, double compute) const;
   /// Collective times for `bytes` per member over a group of `size` ranks
-  /// `stride` apart; the best of ring, tree and hierarchical ring.
+  /// `stride` apart, as the cluster's library runs them (Collectives.h).
   double allReduceTime(double bytes, int64_t stride, int64_t size) const;
   double reduceScatterTime(double bytes, int64_t stride, int64_t size) const;
   double allGatherTime(double bytes, int64_t stride, int64_t size) const;
@@ -130,10 +154,9 @@ private:
   UnitCost unitCost(const GraphUnit &u, int64_t microBatch) const;
   StageCosts graphStageCosts(const Plan &plan) const;
   Estimate graphEstimate(const Plan &plan) const;
-  double ringTime(double bytes, const GroupSpan &span, bool allReduce) const;
-  double hierarchicalTime(double bytes, const GroupSpan &span,
-                          bool allReduce) const;
   double levelBandwidth(size_t l) const;
+  double cachedCollective(Collective kind, double bytes, int64_t stride,
+                          int64_t size) const;
 
   ModelDesc m;
   ClusterSpec c;
@@ -143,6 +166,8 @@ private:
   mutable std::mutex cacheMutex;
   mutable std::map<std::tuple<int64_t, int64_t, int, bool, int64_t>, LayerCost>
       layerCache;
+  mutable std::map<std::tuple<int, double, int64_t, int64_t>, double>
+      collectiveCache;
 };
 
 } // namespace strata::planner

@@ -173,6 +173,7 @@ Estimate AnalyticalCostModel::graphEstimate(const Plan &p) const {
   tb.dpComm = sc.dpExposed;
   tb.optimizer = sc.optimizer;
   est.stepTimeS = tb.total();
+  est.stageMemory = mem;
   double peakMem = -1;
   for (const MemoryBreakdown &x : mem)
     if (x.total() > peakMem) {

@@ -79,6 +79,14 @@ struct ModelDesc {
   /// residual branch (Megatron-LM's GPT recipe, whose memory model the cost
   /// model follows); Llama trains without.
   bool dropout = true;
+  /// The attention kernel production runs use: a fused (FlashAttention-style)
+  /// kernel keeps no s^2 scores, recomputes them in backward and skips the
+  /// masked half of a causal score matrix; Unfused materialises scores and
+  /// probabilities (Megatron-LM 2021, Strata's CPU runtime). The cost model
+  /// applies Fused on GPU clusters only (docs/cost-model.md).
+  enum class Attention { Fused, Unfused } attention = Attention::Fused;
+  /// Causal (decoder) attention; a fused kernel skips the masked blocks.
+  bool causal = true;
 
   /// Explicit graphs (Kind::Graph): the pipeline units in order; `layers`
   /// is their count. Costed op by op through the dialect's cost interface.

@@ -2,6 +2,7 @@
 
 #include "compiler/planner/PlanCommand.h"
 
+#include "compiler/planner/PlanDetails.h"
 #include "compiler/planner/Report.h"
 #include "compiler/planner/Search.h"
 #include "compiler/planner/Trace.h"
@@ -16,7 +17,7 @@
 namespace strata::planner {
 
 PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
-                         ClusterSpec *clusterOut) {
+                         ClusterSpec *clusterOut, SearchOptions *optionsOut) {
   PlanResult r;
   std::vector<frontend::Diagnostic> modelDiags;
   std::optional<frontend::ModelSpec> spec =
@@ -68,6 +69,8 @@ PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
     *modelOut = *model;
   if (clusterOut)
     *clusterOut = *cluster;
+  if (optionsOut)
+    *optionsOut = opts;
   return searchPlans(*model, *cluster, opts);
 }
 
@@ -98,9 +101,14 @@ static void runPlan(const PlanCliOptions &o) {
          "(docs/cluster-spec.md)");
   ModelDesc model;
   ClusterSpec cluster;
-  PlanResult r = planFromFiles(o.request, &model, &cluster);
+  SearchOptions options;
+  PlanResult r = planFromFiles(o.request, &model, &cluster, &options);
   if (!r.ok)
     fail(r.error);
+  AnalyticalCostModel costModel(model, cluster);
+  PlanDetails details =
+      describePlan(costModel, r.plans[0].plan, r.plans[0].estimate);
+  reviewPlan(model, cluster, options, r, details);
   if (!o.tracePath.empty()) {
     AnalyticalCostModel cm(model, cluster);
     SimulatedStep step;
@@ -123,10 +131,11 @@ static void runPlan(const PlanCliOptions &o) {
   }
   if (o.json)
     report << planResultToJson(r, o.request.modelPath, cluster.name,
-                               cluster.numDevices())
+                               cluster.numDevices(), planDetailsJson(details))
            << "\n";
   else
-    report << formatPlanReport(r, model, cluster);
+    report << formatPlanReport(r, model, cluster)
+           << formatPlanDetails(details);
 }
 
 void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr,

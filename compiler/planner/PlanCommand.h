@@ -14,6 +14,7 @@
 #include "compiler/planner/Cluster.h"
 #include "compiler/planner/ModelDesc.h"
 #include "compiler/planner/Plan.h"
+#include "compiler/planner/Search.h"
 
 #include <functional>
 #include <string>
@@ -41,7 +42,8 @@ struct PlanRequest {
 /// diagnostics joined by newlines). `model`/`cluster` receive what was
 /// loaded when non-null.
 PlanResult planFromFiles(const PlanRequest &request, ModelDesc *model = nullptr,
-                         ClusterSpec *cluster = nullptr);
+                         ClusterSpec *cluster = nullptr,
+                         SearchOptions *options = nullptr);
 
 /// Writes the model's IR with the chosen plan attached (`--emit-ir`). The
 /// driver provides it, which keeps this library free of MLIR. Returns false

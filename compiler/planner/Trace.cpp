@@ -69,9 +69,9 @@ bool simulateStep(const CostModel &cm, const Plan &p, SimulatedStep &out,
     double t = n * (forward ? sc.layerForward : layerBwd);
     double share = forward ? 1.0 / 3.0 : 2.0 / 3.0;
     if (s == 0)
-      t += share * (sc.firstCompute + sc.firstTpComm);
+      t += share * sc.firstExtra();
     if (s == S - 1)
-      t += share * (sc.lastCompute + sc.lastTpComm);
+      t += share * sc.lastExtra();
     return t;
   };
   std::vector<std::vector<Op>> orders(P);

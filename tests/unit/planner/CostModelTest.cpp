@@ -13,6 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 using namespace strata::planner;
 using namespace strata::planner::test;
 
@@ -251,4 +254,103 @@ TEST(CostModel, SimulatedScheduleAgreesWithTheFormula) {
         << analytic;
     EXPECT_EQ(step.events.size(), size_t(2 * 8 * p.pp * p.vpp + p.pp));
   }
+}
+
+TEST(CostModel, OverlappedCollectivesTakeComputeUnits) {
+  // DGX A100: NCCL's 16 thread blocks of 108 SMs slow the compute they
+  // overlap by 16/108 per second of overlap; the excess of a longer
+  // collective is exposed.
+  AnalyticalCostModel cm(gpt(1024, 16, 4), preset("dgx-a100:1"));
+  double f = 16.0 / 108;
+  EXPECT_NEAR(cm.overlappedCommTime(1e-3, 3e-3), f * 1e-3, 1e-12);
+  EXPECT_NEAR(cm.overlappedCommTime(5e-3, 3e-3), 2e-3, 1e-12);
+  // CPU ranks overlap nothing.
+  AnalyticalCostModel cpu(gpt(1024, 16, 4), preset("local:2"));
+  EXPECT_NEAR(cpu.overlappedCommTime(1e-3, 3e-3), 1e-3, 1e-15);
+}
+
+TEST(CostModel, ZeroThreeGathersPerPassWithPrefetchDepthOne) {
+  // Ideal cluster (no compute units taken by collectives): per layer the
+  // forward gather shows beyond the layer's forward, gather + reduce-scatter
+  // beyond its backward; the first gather of each micro-batch is exposed;
+  // memory holds two gathered layers and one unsharded layer gradient.
+  ModelDesc m = gpt(4096, 32, 4);
+  ClusterSpec c = ideal(8, 4);
+  AnalyticalCostModel cm(m, c);
+  Plan p = plan(32, 1, 1, 1, 1);
+  p.zero = 3;
+  StageCosts sc = cm.stageCosts(p);
+  double layerParams = double(m.layerParams());
+  double ag = cm.allGatherTime(layerParams * 2, 1, 32);
+  double rs = cm.reduceScatterTime(layerParams * 2, 1, 32);
+  // 32 ranks over 4 nodes: the ring is bound by 8 x 10 GB/s per node.
+  EXPECT_NEAR(ag, 31.0 / 32 * layerParams * 2 / 80e9, ag * 1e-9);
+  Plan none = p;
+  none.zero = 1;
+  StageCosts ref = cm.stageCosts(none);
+  double fwd = ref.layerForward, bwd = ref.layerCompute - fwd;
+  EXPECT_NEAR(sc.layerZeroComm,
+              std::max(0.0, ag - fwd) + std::max(0.0, ag + rs - bwd),
+              ag * 1e-9);
+  EXPECT_NEAR(sc.zeroFirstGather, ag, ag * 1e-12);
+  EXPECT_NEAR(sc.commBuffers, 3 * layerParams * 2, 1);
+  // The embedding: two gathers and a reduce-scatter per micro-batch.
+  double emb = (51200.0 + 2048) * 4096 + 2 * 4096;
+  EXPECT_NEAR(sc.firstZeroComm,
+              2 * cm.allGatherTime(emb * 2, 1, 32) +
+                  cm.reduceScatterTime(emb * 2, 1, 32),
+              1e-12);
+}
+
+TEST(CostModel, FusedAttentionKeepsNoScores) {
+  // A fused kernel saves Q, K, V and a 4-byte log-sum-exp per query row:
+  // Korthikanti's sbh(34 + 5as/h) becomes 34 sbh + 4 abs.
+  const double s = 2048, h = 4096, a = 32, b = 2;
+  ModelDesc m = gpt(4096, 32, 4);
+  m.attention = ModelDesc::Attention::Fused;
+  AnalyticalCostModel cm(m, ideal(8, 1));
+  EXPECT_TRUE(cm.fusedAttention());
+  Plan p = plan(1, 1, 1, 2, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation, 34 * s * b * h + 4 * a * b * s,
+              1);
+  // CPU ranks run Strata's unfused kernels whatever the model asks.
+  AnalyticalCostModel cpu(m, preset("local:2"));
+  EXPECT_FALSE(cpu.fusedAttention());
+}
+
+TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
+  // H100, 32 heads of s = 4096, d = 128, causal: forward = 2 GEMMs of
+  // 2 s^2 d over half the blocks at 0.72 of 989 TFLOP/s, with 32 x 32 query
+  // blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
+  // s^2/2 exponentials per head at 132 x 16 x 1.83 GHz.
+  ModelDesc m = gpt(4096, 32, 4, 4096);
+  m.attention = ModelDesc::Attention::Fused;
+  AnalyticalCostModel cm(m, preset("dgx-h100:1"));
+  double s = 4096, d = 128, heads = 32;
+  double tile = 1024.0 / (8 * 132), depth = 2048.0 / (2048 + 128);
+  double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * 0.72 * tile * depth);
+  double ex = s * s * heads * 0.5 / (132 * 16 * 1.83e9 * tile);
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6,
+              1e-9);
+  // Backward: 5 GEMMs and the exponentials again.
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, true), 2.5 * mm + ex + 5e-6,
+              1e-9);
+}
+
+TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
+  // CPU-kind ranks (nothing overlaps) with 100 us per ring step: ZeRO-0's
+  // reduction is one all-reduce per 25 MiB bucket.
+  ModelDesc m = gpt(1024, 16, 4, 128, 8192);
+  ClusterSpec c = ideal(8, 1);
+  c.device.kind = "cpu";
+  c.levels[0].latencyS = 1e-4;
+  AnalyticalCostModel cm(m, c);
+  Plan p = plan(8, 1, 1, 1, 1);
+  double bytes = double(m.totalParams()) * 2;
+  double buckets = std::ceil(bytes / double(25 << 20));
+  // Each bucket: the double binary tree, 2 log2(8) steps of 100 us and
+  // twice the bucket over 100 GB/s (cheaper than the ring's 14 steps).
+  double one = 2 * 3 * 1e-4 + 2 * bytes / buckets / 100e9;
+  EXPECT_NEAR(cm.allReduceTime(bytes / buckets, 1, 8), one, 1e-12);
+  EXPECT_NEAR(cm.stageCosts(p).dpExposed, buckets * one, 1e-12);
 }
