@@ -195,12 +195,19 @@ def StrataPropagateSharding
     A dimension is split only if it divides by `mesh-size`. Inputs stay
     whole. Every op ends with a `strata.sharding`; an op without a rule is
     replicated, with a warning. `annotate-rules` also writes each op's rule
-    as `strata.sharding_rule` (Shardy's notation).
+    as `strata.sharding_rule` (Shardy's notation). `split-matmul-weights`
+    adds decisions of its own (what `strata compile` uses for explicit
+    graphs under tp): the weight parameter of each matmul whose input is
+    whole is split by its output features.
   }];
   let options = [
     Option<"meshSize", "mesh-size", "int64_t", "2", "Members of the mesh axis">,
     Option<"annotateRules", "annotate-rules", "bool", "false",
            "Write each op's rule as strata.sharding_rule">,
+    Option<"splitMatmulWeights", "split-matmul-weights", "bool", "false",
+           "Decide too: split the [K, N] weight of every matmul whose input "
+           "is whole by its N output features (the rules then split the "
+           "next matmul's weight by rows: Megatron's column -> row)">,
   ];
   let dependentDialects = ["::strata::StrataDialect"];
 }

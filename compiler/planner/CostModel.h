@@ -151,7 +151,7 @@ private:
   struct UnitCost {
     double fwd = 0, bwd = 0, saved = 0, boundary = 0;
   };
-  UnitCost unitCost(const GraphUnit &u, int64_t microBatch) const;
+  UnitCost unitCost(const GraphUnit &u, const Plan &plan) const;
   StageCosts graphStageCosts(const Plan &plan) const;
   Estimate graphEstimate(const Plan &plan) const;
   double levelBandwidth(size_t l) const;

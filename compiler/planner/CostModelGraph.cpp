@@ -18,13 +18,16 @@
 namespace strata::planner {
 
 AnalyticalCostModel::UnitCost
-AnalyticalCostModel::unitCost(const GraphUnit &u, int64_t microBatch) const {
+AnalyticalCostModel::unitCost(const GraphUnit &u, const Plan &p) const {
   const DeviceSpec &d = c.device;
-  double b = double(microBatch);
+  double b = double(p.microBatch), t = double(p.tp);
   UnitCost uc;
   for (const GraphOpCost &o : u.ops) {
-    double flops = o.flops + b * o.flopsPerSample;
-    double bytes = o.bytes + b * o.bytesPerSample;
+    // Under tp the rules split contractions (strata-propagate-sharding
+    // {split-matmul-weights}); the other ops are counted whole.
+    double split = o.contraction ? t : 1.0;
+    double flops = (o.flops + b * o.flopsPerSample) / split;
+    double bytes = (o.bytes + b * o.bytesPerSample) / split;
     double compute = flops / (peak * (o.contraction ? d.gemmEfficiency : 1.0));
     double memory = bytes / (d.memoryBandwidth * d.memoryEfficiency);
     double fwd = std::max(compute, memory) + d.kernelOverheadS;
@@ -33,13 +36,22 @@ AnalyticalCostModel::unitCost(const GraphUnit &u, int64_t microBatch) const {
     uc.saved += b * o.savedPerSample;
   }
   uc.boundary = b * u.boundaryPerSample;
+  // One reconciling collective of the unit's output per pass, forward and
+  // backward (Megatron's g and f), when the unit has a contraction.
+  bool contracts = std::any_of(u.ops.begin(), u.ops.end(),
+                               [](const GraphOpCost &o) { return o.contraction; });
+  if (p.tp > 1 && contracts) {
+    double comm = allReduceTime(uc.boundary, p.stride(Axis::TP), p.tp);
+    uc.fwd += comm;
+    uc.bwd += comm;
+  }
   return uc;
 }
 
 std::vector<double> AnalyticalCostModel::unitTimes(const Plan &p) const {
   std::vector<double> times;
   for (const GraphUnit &u : m.units) {
-    UnitCost uc = unitCost(u, p.microBatch);
+    UnitCost uc = unitCost(u, p);
     times.push_back(uc.fwd + uc.bwd);
   }
   return times;
@@ -52,7 +64,7 @@ StageCosts AnalyticalCostModel::graphStageCosts(const Plan &p) const {
   double n = double(std::max<size_t>(1, m.units.size()));
   double params = 0, boundary = 0;
   for (const GraphUnit &u : m.units) {
-    UnitCost uc = unitCost(u, p.microBatch);
+    UnitCost uc = unitCost(u, p);
     sc.layerCompute += (uc.fwd + uc.bwd) / n;
     sc.layerForward += uc.fwd / n;
     sc.layerActivation += uc.saved / n;
@@ -127,7 +139,7 @@ Estimate AnalyticalCostModel::graphEstimate(const Plan &p) const {
     UnitCost last;
     for (int64_t k = 0; k < counts[d] && next < m.units.size(); ++k) {
       const GraphUnit &u = m.units[next++];
-      last = unitCost(u, p.microBatch);
+      last = unitCost(u, p);
       compute[d] += last.fwd + last.bwd;
       saved += last.saved;
       params += u.params;

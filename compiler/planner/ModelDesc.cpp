@@ -53,11 +53,6 @@ bool ModelDesc::tpFits(int64_t tp, std::string *why) const {
       *why = reason;
     return false;
   };
-  if (kind == Kind::Graph && tp > 1)
-    return no("tensor parallelism of an explicit graph is not compiled yet "
-              "(strata-opt's strata-partition-sharding partitions one by its "
-              "ops' sharding rules, but the planner does not choose its "
-              "decisions); use dp, pp or zero");
   if (kind == Kind::Transformer) {
     if (heads % tp)
       return no("the model's " + std::to_string(heads) +
@@ -69,6 +64,8 @@ bool ModelDesc::tpFits(int64_t tp, std::string *why) const {
                 "evenly; pick a divisor or a multiple of " +
                 std::to_string(kv));
   }
+  if (kind == Kind::Graph) // the rules split what divides; the rest stays
+    return true;
   if (ffnHidden % tp)
     return no("ffn_hidden " + std::to_string(ffnHidden) +
               " is not divisible by it");

@@ -473,6 +473,10 @@ static bool checkPins(const ModelDesc &m, int64_t N, const SearchOptions &o,
       return fail("--pin vpp=" + std::to_string(*p.vpp) +
                   ": an explicit graph's pipeline units differ, so they are "
                   "balanced over pp stages without interleaving; drop vpp");
+    if (p.sp && *p.sp)
+      return fail("--pin sp=true: sequence parallelism of an explicit graph "
+                  "needs a decision on an activation, which the planner does "
+                  "not make; strata-opt's strata-propagate-sharding takes one");
     if (p.recompute && *p.recompute != Recompute::None)
       return fail(std::string("--pin recompute=") +
                   recomputeName(*p.recompute) +
@@ -575,6 +579,8 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                     continue;
                   for (bool sp : {false, true}) {
                     if (pins.sp ? *pins.sp != sp : (tp == 1 && sp))
+                      continue;
+                    if (sp && m.kind == ModelDesc::Kind::Graph)
                       continue;
                     Plan p = base;
                     p.microBatch = mb, p.numMicrobatches = nmb;

@@ -89,8 +89,10 @@ struct PartitionShardingPass
     StringAttr group = b.getStringAttr(axisGroup);
     auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
     auto tagged = [&](Operation *op) {
-      if (Attribute layer = user->getAttr("strata.layer"))
-        op->setAttr("strata.layer", layer);
+      // The user's layer and pipeline stage (stages may be assigned first).
+      for (const char *name : {"strata.layer", "strata.stage"})
+        if (Attribute a = user->getAttr(name))
+          op->setAttr(name, a);
       return op->getResult(0);
     };
     Value cur = v;

@@ -27,6 +27,9 @@ using namespace strata;
 
 namespace {
 
+/// The mesh axis `split-matmul-weights` splits over.
+constexpr const char *kAxis = "tp";
+
 struct PropagateShardingPass
     : strata::impl::StrataPropagateShardingBase<PropagateShardingPass> {
   using StrataPropagateShardingBase::StrataPropagateShardingBase;
@@ -46,9 +49,37 @@ struct PropagateShardingPass
   bool decide(Value v, Sharding s) {
     if (known.count(v))
       return false;
-    if (isa_and_nonnull<InputOp>(v.getDefiningOp()))
+    // Inputs are fed whole; a parameter declared on several pipeline stages
+    // (strata.tied) must be split alike on each, so it stays whole.
+    Operation *def = v.getDefiningOp();
+    if (isa_and_nonnull<InputOp>(def) ||
+        (isa_and_nonnull<ParamOp>(def) && def->hasAttr("strata.tied")))
       s = whole(v);
     known[v] = std::move(s);
+    return true;
+  }
+
+  /// `split-matmul-weights`: a matmul whose input is whole (or not known
+  /// yet) and whose weight is an undecided parameter gets that weight split
+  /// by its output features.
+  bool splitWeight(Operation *op, const ShardingRule &rule) {
+    auto mm = dyn_cast<MatmulOp>(op);
+    if (!mm || !isa_and_nonnull<ParamOp>(mm.getRhs().getDefiningOp()) ||
+        mm.getRhs().getDefiningOp()->hasAttr("strata.tied") ||
+        known.count(mm.getRhs()))
+      return false;
+    if (const Sharding *in = lookup(mm.getLhs()); in && !isReplicated(*in))
+      return false;
+    // The factor of the result's last dimension (N) on the weight.
+    int64_t n = rule.results[0].back().front();
+    Sharding s = whole(mm.getRhs());
+    for (auto [d, factors] : llvm::enumerate(rule.operands[1]))
+      if (!factors.empty() && factors.front() == n &&
+          rule.factorSizes[n] % meshSize == 0)
+        s[d] = kAxis;
+    if (isReplicated(s))
+      return false;
+    known[mm.getRhs()] = s;
     return true;
   }
 
@@ -61,6 +92,8 @@ struct PropagateShardingPass
       return changed;
     }
     ShardingRule rule = iface.getShardingRule();
+    if (splitMatmulWeights)
+      changed |= splitWeight(op, rule);
     SmallVector<std::string> axis =
         assignFactors(op, rule, meshSize, [&](Value v) { return lookup(v); });
     auto isKnown = [&](Value v) { return known.count(v) != 0; };

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Explicit graphs are planned, compiled and trained: examples/models/
 graph-mlp.yaml (the `graph:` form, not a preset) under one rank, dp=2,
-dp=2 with ZeRO-1/2/3, and pp=2 (the planner balancing the graph's pipeline
-units by cost), each 10 steps from the same --init weights and token file,
+dp=2 with ZeRO-1/2/3, pp=2 (the planner balancing the graph's pipeline
+units by cost) and tp=2 (sharded by the ops' rules), each 10 steps from the same --init weights and token file,
 every step's loss and grad_norm within 1e-4 relative of the PyTorch reference
 (tests/reference/graph.py runs the graph op by op). A graph with no layer
 annotations at all is split op by op under pp=2 and pp=3; and `strata plan`
@@ -73,6 +73,10 @@ def annotated():
         train(f"graph-dp2-zero{zero}", spec, 2, {"dp": 2, "zero": zero}, data, ref)
     train("graph-pp2", spec, 2, {"pp": 2}, data, ref)
     train("graph-pp2-dp2", spec, 4, {"pp": 2, "dp": 2}, data, ref)
+    # Tensor parallelism by the ops' sharding rules: each matmul weight with
+    # a whole input split by its output features, the rest propagated.
+    train("graph-tp2", spec, 2, {"tp": 2}, data, ref)
+    train("graph-tp2-dp2", spec, 4, {"tp": 2, "dp": 2}, data, ref)
 
 
 def unannotated():
@@ -91,10 +95,11 @@ def unannotated():
             "\nplan: " in proc.stdout,
             "strata plan costs the graph's 10 ops as pipeline units and chooses a plan",
             proc.stdout)
+    train("plain-tp2-pp2", spec, 4, {"tp": 2, "pp": 2}, data, ref)
     bad = S.run([S.strata, "compile", spec, "--cluster", "local:2", "--pin", "tp=2",
-                 "-o", S.path("tp")], expect_ok=False)
-    S.check(bad.returncode != 0 and "is not compiled yet" in bad.stderr,
-            "tp=2 on an explicit graph is refused with the reason", bad.stderr)
+                 "--pin", "sp=true", "-o", S.path("sp")], expect_ok=False)
+    S.check(bad.returncode != 0 and "sequence parallelism of an explicit graph" in bad.stderr,
+            "sp on an explicit graph is refused with the reason", bad.stderr)
 
 
 S.case("graph-mlp.yaml: one rank, dp, ZeRO, pp against torch", annotated)

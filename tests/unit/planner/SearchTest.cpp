@@ -383,6 +383,7 @@ TEST(Search, SmallModelsDoNotNeedZeroThree) {
   r = searchPlans(tiny, preset("local:2"), o);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_LT(r.plans[0].plan.zero, 3) << r.plans[0].plan.summary();
+}
 
 //===----------------------------------------------------------------------===//
 // Explicit graphs
@@ -460,11 +461,17 @@ TEST(Search, GraphUnitsArePlannedAndBalancedByCost) {
   EXPECT_TRUE(p.stageLayers[0] == 2 || p.stageLayers[0] == 3)
       << p.stageLayers[0];
   EXPECT_GT(r.plans[0].estimate.stepTimeS, 0);
-  // Tensor parallelism is refused with the reason.
+  // Tensor parallelism splits the contractions: faster per micro-batch.
   SearchOptions tp;
   tp.globalBatch = 8;
   ASSERT_TRUE(parsePin("tp=2", tp.pins, error)) << error;
-  PlanResult refused = searchPlans(m, ideal(2, 1), tp);
+  PlanResult split = searchPlans(m, ideal(2, 1), tp);
+  ASSERT_TRUE(split.ok) << split.error;
+  EXPECT_EQ(split.plans[0].plan.tp, 2);
+  // Sequence parallelism needs a decision the planner does not make.
+  SearchOptions sp = tp;
+  ASSERT_TRUE(parsePin("sp=true", sp.pins, error)) << error;
+  PlanResult refused = searchPlans(m, ideal(2, 1), sp);
   EXPECT_FALSE(refused.ok);
   EXPECT_NE(refused.error.find("explicit graph"), std::string::npos)
       << refused.error;
