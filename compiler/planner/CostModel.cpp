@@ -254,12 +254,15 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     if (!m.learnedPositions) // rotary embeddings of q and k
       pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
     if (fused) {
-      // One kernel: saves Q, K, V (O is the projection's saved input) and
-      // the fp32 log-sum-exp per query row; dropout masks are regenerated.
+      // One kernel (strata.causal_attention, FlashAttention-2): Q K^T and
+      // P V stay in the tile; saves Q, K and V (kv heads once), the output
+      // and an fp32 log-sum-exp per query row, as the runtime's arena does;
+      // the backward recomputes Q K^T (fusedAttentionTime).
       LayerOp o;
       o.flash = true;
       o.M = s, o.N = s, o.K = d, o.batch = b * heads;
-      o.saved = T * qkvLocal * e + b * heads * s * 4;
+      o.saved = T * (h / t + kvLocal) * e + T * kvLocal * e + T * h / t * e +
+                b * heads * s * 4.0;
       ops.push_back(o);
     } else {
       gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
@@ -270,8 +273,8 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
                   true);
       // probs x V; saves (dropped) probs and V.
       gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
-      pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
     }
+    pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
     gemm(T, h, h / t, 1, T * h / t * e);   // projection; saves its input
     residual();
     layerNorm();

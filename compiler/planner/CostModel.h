@@ -114,11 +114,10 @@ public:
   /// rank moves shared-memory MPI traffic with the same core that computes.
   bool commOverlapsCompute() const { return c.device.kind != "cpu"; }
   double gemmTime(double M, double N, double K, double batch) const;
-  /// Whether attention is costed as one fused kernel: the model asks for it
-  /// (the default) and the devices are GPUs, where production runs use
-  /// FlashAttention-style kernels; CPU ranks run Strata's unfused kernels.
+  /// Whether attention is costed as one fused kernel: the model runs
+  /// strata.causal_attention (the presets' default, on CPU and GPU alike).
   bool fusedAttention() const {
-    return m.attention == ModelDesc::Attention::Fused && c.device.kind != "cpu";
+    return m.attention == ModelDesc::Attention::Fused;
   }
   /// One fused attention kernel over `heads` (micro-batch x local heads)
   /// independent [s, d] heads, forward or backward.

@@ -82,8 +82,9 @@ struct ModelDesc {
   /// The attention kernel production runs use: a fused (FlashAttention-style)
   /// kernel keeps no s^2 scores, recomputes them in backward and skips the
   /// masked half of a causal score matrix; Unfused materialises scores and
-  /// probabilities (Megatron-LM 2021, Strata's CPU runtime). The cost model
-  /// applies Fused on GPU clusters only (docs/cost-model.md).
+  /// probabilities (Megatron-LM 2021; `attention: unfused`). modelDescFromSpec
+  /// sets it from the spec (`strata.causal_attention`, the presets' default),
+  /// so the model costs what the runtime runs (docs/cost-model.md).
   enum class Attention { Fused, Unfused } attention = Attention::Fused;
   /// Causal (decoder) attention; a fused kernel skips the masked blocks.
   bool causal = true;

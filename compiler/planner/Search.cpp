@@ -571,9 +571,13 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                   continue;
                 for (Recompute rc :
                      {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                  // Selective rebuilds the s^2 tensors of an unfused
+                  // attention; with a fused one it is `none` (pins only).
                   if ((pins.recompute && *pins.recompute != rc) ||
                       (rc == Recompute::Selective &&
-                       m.kind != ModelDesc::Kind::Transformer) ||
+                       (m.kind != ModelDesc::Kind::Transformer ||
+                        (m.attention == ModelDesc::Attention::Fused &&
+                         !pins.recompute))) ||
                       (rc != Recompute::None &&
                        m.kind == ModelDesc::Kind::Graph))
                     continue;

@@ -246,6 +246,22 @@ ShardingRule repeatInterleaveRule(RepeatInterleaveOp op) {
   return b.rule;
 }
 
+/// q [B, (kv g), S, D], k and v [B, kv, S, D] -> output like q, lse
+/// [B, (kv g), S]: query head h reads kv head h / g, so the query heads are
+/// the composite (kv g) with kv major; the sequence (causal) and head
+/// dimensions stay whole.
+ShardingRule causalAttentionRule(CausalAttentionOp op) {
+  RuleBuilder b;
+  ArrayRef<int64_t> q = shapeOf(op.getQuery()), k = shapeOf(op.getKey());
+  int64_t batch = b.factor(q[0]), kv = b.factor(k[1]);
+  int64_t group = b.factor(q[1] / k[1]);
+  ShardingRule::TensorFactors query = {{batch}, {kv, group}, {}, {}};
+  ShardingRule::TensorFactors keys = {{batch}, {kv}, {}, {}};
+  b.rule.operands = {query, keys, keys};
+  b.rule.results = {query, {{batch}, {kv, group}, {}}};
+  return b.rule;
+}
+
 /// Every dimension whole: the op runs replicated.
 ShardingRule wholeRule(Operation *op) {
   ShardingRule r;
@@ -275,6 +291,7 @@ ShardingRule ruleOf(Operation *op) {
         int64_t l = last(o.getInput());
         return elementwise(o, {l - 1, l});
       })
+      .Case([](CausalAttentionOp o) { return causalAttentionRule(o); })
       .Case([](ReshapeOp o) { return reshapeRule(o); })
       .Case([](TransposeOp o) { return transposeRule(o); })
       .Case([](RepeatInterleaveOp o) { return repeatInterleaveRule(o); })
@@ -330,7 +347,7 @@ void attachShardingRules(MLIRContext *ctx) {
          ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp, AllReduceOp, ReplicateOp,
          SoftmaxOp, RotaryEmbeddingOp, ReshapeOp, TransposeOp,
          RepeatInterleaveOp, SplitOp, ConcatOp, SliceOp, ConstantOp,
-         CrossEntropyOp>(ctx);
+         CrossEntropyOp, CausalAttentionOp>(ctx);
 }
 
 } // namespace strata

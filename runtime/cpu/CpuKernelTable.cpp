@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/AttentionKernels.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -117,6 +118,18 @@ void runKvAttention(const B &b, const C &ctx) {
   kvAttention(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
               b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4), ctx.step,
               float(b.fattr(0)));
+}
+AttentionShape attentionShape(const B &b) {
+  return {b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4)};
+}
+void runCausalAttentionFwd(const B &b, const C &) {
+  causalAttentionFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
+                     attentionShape(b), float(b.fattr(0)));
+}
+void runCausalAttentionBwd(const B &b, const C &) {
+  causalAttentionBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+                     b.f32(6), b.f32(7), b.f32(8), attentionShape(b),
+                     float(b.fattr(0)));
 }
 void runSoftmaxBwd(const B &b, const C &) {
   int64_t n = b.attr(0);
@@ -312,6 +325,8 @@ constexpr Entry kEntries[] = {
     {Opcode::LayerNormBwd, runLayerNormBwd},
     {Opcode::SoftmaxFwd, runSoftmaxFwd},
     {Opcode::SoftmaxBwd, runSoftmaxBwd},
+    {Opcode::CausalAttentionFwd, runCausalAttentionFwd},
+    {Opcode::CausalAttentionBwd, runCausalAttentionBwd},
     {Opcode::KvAttention, runKvAttention},
     {Opcode::RotaryAtPosition, runRotaryAtPosition},
     {Opcode::CrossEntropyFwd, runCrossEntropyFwd},

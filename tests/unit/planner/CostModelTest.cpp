@@ -78,6 +78,37 @@ TEST(CostModel, ActivationMemoryMatchesKorthikanti) {
               s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 1);
 }
 
+TEST(CostModel, FusedAttentionSavesNoScores) {
+  // FlashAttention keeps Q, K, V, the output (2 s b h / t more bytes in
+  // 16-bit than the unfused graph's V alone) and an fp32 log-sum-exp per
+  // row (4 a s b / t), and none of the softmax output, dropout mask and
+  // dropped probabilities (5 a s^2 b / t).
+  const double s = 2048, h = 4096, a = 32, b = 2;
+  ModelDesc m = gpt(4096, 32, 4);
+  AnalyticalCostModel unfused(m, ideal(8, 1));
+  m.attention = ModelDesc::Attention::Fused;
+  AnalyticalCostModel fused(m, ideal(8, 1));
+  for (double t : {1.0, 8.0}) {
+    Plan p = plan(1, int64_t(t), 1, 2, 1);
+    EXPECT_NEAR(fused.stageCosts(p).layerActivation,
+                unfused.stageCosts(p).layerActivation - 5 * a * s * s * b / t +
+                    2 * s * b * h / t + 4 * a * s * b / t,
+                1)
+        << "tp " << t;
+    // Same model FLOPs; less time forward (the causal half of the tiles),
+    // and a backward that pays for recomputing Q K^T.
+    EXPECT_EQ(fused.layerForwardFlops(2, int64_t(t)),
+              unfused.layerForwardFlops(2, int64_t(t)));
+    EXPECT_LT(fused.stageCosts(p).layerForward,
+              unfused.stageCosts(p).layerForward);
+  }
+  // Nothing for selective recomputation to rebuild.
+  Plan p = plan(1, 8, 1, 2, 1);
+  double none = fused.stageCosts(p).layerActivation;
+  p.recompute = Recompute::Selective;
+  EXPECT_NEAR(fused.stageCosts(p).layerActivation, none, 1);
+}
+
 TEST(CostModel, LlamaParameterCountsAreMetas) {
   // Meta-Llama-3-8B, -70B and Llama-3.1-405B as Hugging Face reports them.
   EXPECT_EQ(llama(4096, 32, 8, 32, 14336).totalParams(), 8030261248);
@@ -303,19 +334,21 @@ TEST(CostModel, ZeroThreeGathersPerPassWithPrefetchDepthOne) {
 }
 
 TEST(CostModel, FusedAttentionKeepsNoScores) {
-  // A fused kernel saves Q, K, V and a 4-byte log-sum-exp per query row:
-  // Korthikanti's sbh(34 + 5as/h) becomes 34 sbh + 4 abs.
+  // A fused kernel saves Q, K, V, its output (Strata's runtime copies it to
+  // [T, h] for the projection, which saves that copy) and a 4-byte
+  // log-sum-exp per query row: Korthikanti's sbh(34 + 5as/h) becomes
+  // 36 sbh + 4 abs.
   const double s = 2048, h = 4096, a = 32, b = 2;
   ModelDesc m = gpt(4096, 32, 4);
   m.attention = ModelDesc::Attention::Fused;
   AnalyticalCostModel cm(m, ideal(8, 1));
   EXPECT_TRUE(cm.fusedAttention());
   Plan p = plan(1, 1, 1, 2, 1);
-  EXPECT_NEAR(cm.stageCosts(p).layerActivation, 34 * s * b * h + 4 * a * b * s,
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation, 36 * s * b * h + 4 * a * b * s,
               1);
-  // CPU ranks run Strata's unfused kernels whatever the model asks.
+  // CPU ranks run strata.causal_attention too.
   AnalyticalCostModel cpu(m, preset("local:2"));
-  EXPECT_FALSE(cpu.fusedAttention());
+  EXPECT_TRUE(cpu.fusedAttention());
 }
 
 TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
