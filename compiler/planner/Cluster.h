@@ -110,7 +110,8 @@ struct GroupSpan {
 };
 GroupSpan spanOf(const ClusterSpec &c, int64_t stride, int64_t size);
 
-/// Built-in presets: "dgx-a100:NODES", "dgx-h100:NODES", "local:RANKS".
+/// Built-in presets: "dgx-a100:NODES", "dgx-h100:NODES", "a100:GPUS",
+/// "h100:GPUS" (1..8 GPUs of one NVLink domain), "local:RANKS".
 /// Returns nullopt (and sets `error`) if `arg` names no preset or has a bad
 /// count.
 std::optional<ClusterSpec> clusterPreset(const std::string &arg,

@@ -689,4 +689,32 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
   return est;
 }
 
+LayerOpMix layerOpMix(const AnalyticalCostModel &cm, const Plan &p) {
+  LayerOpMix mix;
+  const ModelDesc &m = cm.model();
+  double e = double(m.dtypeBytes);
+  for (const LayerOp &o : layerOps(m, double(p.microBatch), double(p.tp),
+                                   p.sp, cm.fusedAttention())) {
+    if (o.flash) {
+      // QK^T and PV on chip; Q, K, V and O touch memory.
+      ++mix.gemms;
+      mix.fwdFlops += 4 * o.M * o.N * o.K * o.batch;
+      double bytes = 4 * o.M * o.K * o.batch * e;
+      mix.fwdBytes += bytes;
+      mix.bwdBytes += 2 * bytes;
+    } else if (o.gemm) {
+      ++mix.gemms;
+      mix.fwdFlops += 2 * o.M * o.N * o.K * o.batch;
+      double bytes = (o.M * o.K + o.K * o.N + o.M * o.N) * o.batch * e;
+      mix.fwdBytes += bytes;
+      mix.bwdBytes += 2 * bytes;
+    } else {
+      ++mix.pointwise;
+      mix.fwdBytes += o.elements * o.fwdBytes;
+      mix.bwdBytes += o.elements * o.bwdBytes;
+    }
+  }
+  return mix;
+}
+
 } // namespace strata::planner

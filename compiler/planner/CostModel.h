@@ -169,6 +169,15 @@ private:
       collectiveCache;
 };
 
+/// Kernels of one repeated layer for one micro-batch on one device, as the
+/// analytical model counts them (trace `args`); a fused attention kernel
+/// counts as one GEMM.
+struct LayerOpMix {
+  int gemms = 0, pointwise = 0;
+  double fwdFlops = 0, fwdBytes = 0, bwdBytes = 0;
+};
+LayerOpMix layerOpMix(const AnalyticalCostModel &cm, const Plan &plan);
+
 } // namespace strata::planner
 
 #endif // STRATA_COMPILER_PLANNER_COSTMODEL_H

@@ -2,6 +2,7 @@
 
 #include "compiler/planner/PlanCommand.h"
 
+#include "compiler/planner/HtmlReport.h"
 #include "compiler/planner/PlanDetails.h"
 #include "compiler/planner/Report.h"
 #include "compiler/planner/Search.h"
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace strata::planner {
 
@@ -79,6 +81,8 @@ struct PlanCliOptions {
   PlanRequest request;
   bool json = false;
   std::string tracePath;
+  std::string htmlPath;
+  std::string measuredPath;
   std::string irPath;
   PlanIrEmitter emitIr;
 };
@@ -121,6 +125,32 @@ static void runPlan(const PlanCliOptions &o) {
     if (!out)
       fail("--trace " + o.tracePath + ": cannot write the file");
   }
+  if (!o.measuredPath.empty() && o.htmlPath.empty())
+    fail("--measured needs --html FILE (the report that shows it)");
+  if (!o.htmlPath.empty()) {
+    std::string measured;
+    if (!o.measuredPath.empty()) {
+      std::ifstream in(o.measuredPath);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in)
+        fail("--measured " + o.measuredPath +
+             ": cannot read the file (a trace written by the compiled "
+             "executable's --trace)");
+      measured = text.str();
+    }
+    std::string error;
+    std::string page = renderHtmlReport(r, costModel, details,
+                                        o.request.modelPath, measured, error);
+    if (!error.empty())
+      fail("--measured " + o.measuredPath + ": " + error);
+    std::ofstream out(o.htmlPath);
+    if (out)
+      out << page;
+    if (!out)
+      fail("--html " + o.htmlPath +
+           ": cannot write the file (does its directory exist?)");
+  }
   // With the IR on standard output, the report goes to standard error, so
   // the IR stays parseable and the report is still seen.
   std::ostream &report = o.irPath == "-" ? std::cerr : std::cout;
@@ -134,8 +164,7 @@ static void runPlan(const PlanCliOptions &o) {
                                cluster.numDevices(), planDetailsJson(details))
            << "\n";
   else
-    report << formatPlanReport(r, model, cluster)
-           << formatPlanDetails(details);
+    report << formatPlanReport(r, model, cluster) << formatPlanDetails(details);
 }
 
 void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr,
@@ -148,7 +177,8 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr,
   plan->add_option("model", opts->request.modelPath, "model spec (YAML)")
       ->required();
   plan->add_option("--cluster", opts->request.cluster,
-                   "dgx-a100:NODES, dgx-h100:NODES, local:RANKS or a cluster "
+                   "dgx-a100:NODES, dgx-h100:NODES, a100:GPUS, h100:GPUS, "
+                   "local:RANKS or a cluster "
                    "YAML file (docs/cluster-spec.md); required");
   plan->add_option("--global-batch", opts->request.globalBatch,
                    "sequences per step (default: training.global_batch)")
@@ -165,7 +195,15 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr,
                  "print the plan as JSON "
                  "(docs/plan-json.md)");
   plan->add_option("--trace", opts->tracePath,
-                   "write the simulated step as Chrome trace JSON");
+                   "write the simulated step as Chrome trace JSON "
+                   "(docs/report.md)");
+  plan->add_option("--html", opts->htmlPath,
+                   "write a self-contained HTML report of the plan: step "
+                   "breakdown, pipeline timeline, device map, memory per "
+                   "stage, runners-up (docs/report.md)");
+  plan->add_option("--measured", opts->measuredPath,
+                   "with --html: also show a run's measured trace (the "
+                   "compiled executable's --trace) beside the prediction");
   if (opts->emitIr)
     plan->add_option("--emit-ir", opts->irPath,
                      "write the model's IR with the plan attached as "

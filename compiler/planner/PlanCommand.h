@@ -53,7 +53,7 @@ using PlanIrEmitter =
                        const std::string &outPath, std::string &error)>;
 
 /// Registers `plan MODEL.yaml --cluster C [--global-batch N] [--pin k=v]...
-/// [--top K] [--json] [--trace FILE] [--emit-ir FILE]` (the last only when
+/// [--top K] [--json] [--trace FILE] [--html FILE] [--emit-ir FILE]` (the last only when
 /// `emitIr` is given).
 void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr = nullptr,
                        GraphCoster costGraph = nullptr);

@@ -14,6 +14,7 @@
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/Kernels.h"
 
+#include "runtime/kernels/OptimizerMath.h"
 #include "runtime/support/Error.h"
 
 #include <array>
@@ -211,8 +212,7 @@ void runGradSumSq(const B &b, const C &) {
 }
 void runClipGrads(const B &b, const C &) {
   // torch.nn.utils.clip_grad_norm_: scale only when the coefficient is < 1.
-  double norm = std::sqrt(*b.f64(0));
-  double coef = b.fattr(0) / (norm + 1e-6);
+  double coef = kernels::clipCoefficient(*b.f64(0), b.fattr(0));
   if (!(coef < 1.0))
     return;
   for (size_t i = 1; i < b.operands.size(); ++i)

@@ -11,6 +11,7 @@
 #include "compiler/planner/Trace.h"
 #include "tests/unit/planner/PlannerTestUtils.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -283,7 +284,20 @@ TEST(CostModel, SimulatedScheduleAgreesWithTheFormula) {
     EXPECT_NEAR(step.stepEndS / analytic, 1.0, 0.05)
         << scheduleName(s) << ": simulated " << step.stepEndS << " vs "
         << analytic;
-    EXPECT_EQ(step.events.size(), size_t(2 * 8 * p.pp * p.vpp + p.pp));
+    auto count = [&](const std::string &category) {
+      return std::count_if(
+          step.events.begin(), step.events.end(),
+          [&](const TraceEvent &e) { return e.category == category; });
+    };
+    EXPECT_EQ(count("forward") + count("backward"), 2 * 8 * p.pp * p.vpp);
+    EXPECT_EQ(count("optimizer"), p.pp);
+    // Every layer runs forward and backward once per micro-batch, each
+    // pipeline hop sends once per direction, every layer all-reduces over tp.
+    ASSERT_TRUE(step.perLayer);
+    // (plus the embedding and the head + loss of each micro-batch)
+    EXPECT_EQ(count("layer-forward"), 8 * 8 + 2 * 8);
+    EXPECT_EQ(count("pp-send"), 2 * 8 * (p.pp * p.vpp - 1));
+    EXPECT_EQ(count("tp-comm"), 2 * 8 * 8);
   }
 }
 
