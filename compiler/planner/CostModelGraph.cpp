@@ -38,8 +38,9 @@ AnalyticalCostModel::unitCost(const GraphUnit &u, const Plan &p) const {
   uc.boundary = b * u.boundaryPerSample;
   // One reconciling collective of the unit's output per pass, forward and
   // backward (Megatron's g and f), when the unit has a contraction.
-  bool contracts = std::any_of(u.ops.begin(), u.ops.end(),
-                               [](const GraphOpCost &o) { return o.contraction; });
+  bool contracts =
+      std::any_of(u.ops.begin(), u.ops.end(),
+                  [](const GraphOpCost &o) { return o.contraction; });
   if (p.tp > 1 && contracts) {
     double comm = allReduceTime(uc.boundary, p.stride(Axis::TP), p.tp);
     uc.fwd += comm;
