@@ -116,12 +116,20 @@ def StrataAssignPipelineStages
     `strata.tied` so its partial gradients are summed across the stages
     holding it (GPT-2's tied embedding). Autodiff copies the stage of each
     forward op to its gradient ops.
+
+    With `graph-units` (explicit graphs), the stages split the graph's
+    pipeline units instead (passes/partition/PipelineUnits.h): each maximal
+    run of consecutive ops of one `strata.layer`, and each op without a
+    layer, is a unit; `stage-layers` then counts units, so a graph with no
+    annotations at all is split op by op.
   }];
   let options = [
     Option<"pp", "pp", "int64_t", "1", "Pipeline devices">,
     Option<"vpp", "vpp", "int64_t", "1", "Virtual stages (model chunks) per device">,
     ListOption<"stageLayers", "stage-layers", "int64_t",
-               "Layers of each virtual stage, in model order">,
+               "Layers (units with graph-units) of each virtual stage, in model order">,
+    Option<"graphUnits", "graph-units", "bool", "false",
+           "Split pipeline units (runs of ops) rather than layers">,
   ];
   let dependentDialects = ["::strata::StrataDialect"];
 }
@@ -165,6 +173,64 @@ def StrataDecodeStep : Pass<"strata-decode-step", "mlir::ModuleOp"> {
   let options = [
     Option<"maxLen", "max-len", "int64_t", "0",
            "Key/value cache length (0: strata.model's seq_len)">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Sharding by per-op rules (passes/sharding)
+//===----------------------------------------------------------------------===//
+
+def StrataPropagateSharding
+    : Pass<"strata-propagate-sharding", "mlir::ModuleOp"> {
+  let summary = "Spreads shardings through @forward by each op's sharding rule";
+  let description = [{
+    Seeds are `strata.sharding` attributes written on some ops of @forward
+    (one list per result, one mesh axis name per dimension, "" for whole,
+    e.g. `strata.sharding = [["", "tp"]]` on a column-parallel weight).
+    Every op's rule (ShardingRuleOpInterface, dialects/strata/
+    StrataShardingRules.cpp) maps the shardings it knows onto its factors,
+    parameters first, and the factors back onto the dimensions that have no
+    sharding yet; forward and backward sweeps repeat until nothing changes.
+    A dimension is split only if it divides by `mesh-size`. Inputs stay
+    whole. Every op ends with a `strata.sharding`; an op without a rule is
+    replicated, with a warning. `annotate-rules` also writes each op's rule
+    as `strata.sharding_rule` (Shardy's notation). `split-matmul-weights`
+    adds decisions of its own (what `strata compile` uses for explicit
+    graphs under tp): the weight parameter of each matmul whose input is
+    whole is split by its output features.
+  }];
+  let options = [
+    Option<"meshSize", "mesh-size", "int64_t", "2", "Members of the mesh axis">,
+    Option<"annotateRules", "annotate-rules", "bool", "false",
+           "Write each op's rule as strata.sharding_rule">,
+    Option<"splitMatmulWeights", "split-matmul-weights", "bool", "false",
+           "Decide too: split the [K, N] weight of every matmul whose input "
+           "is whole by its N output features (the rules then split the "
+           "next matmul's weight by rows: Megatron's column -> row)">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
+def StrataPartitionSharding
+    : Pass<"strata-partition-sharding", "mlir::ModuleOp"> {
+  let summary = "Rewrites @forward into one mesh member's part of it";
+  let description = [{
+    Runs after strata-propagate-sharding. Gives every value this member's
+    local type and inserts the collective that reconciles each operand with
+    what its op needs: all_reduce (partial sum to whole), reduce_scatter
+    (partial sum to split), all_gather (split to whole), replicate + slice
+    (whole to split), all_gather + replicate + slice (one split to another:
+    all-to-all). A whole operand of an op that splits a factor the operand
+    lacks enters through `replicate`, so the gradients autodiff builds later
+    are summed over the mesh where they are partial. Split parameters keep
+    their checkpoint view (strata.shard_view, strata.shard_start).
+  }];
+  let options = [
+    Option<"meshSize", "mesh-size", "int64_t", "2", "Members of the mesh axis">,
+    Option<"rank", "rank", "int64_t", "0", "This member's index on the axis">,
+    Option<"axisGroup", "group", "std::string", "\"tp\"",
+           "The process group of the mesh axis (the axis name in shardings)">,
   ];
   let dependentDialects = ["::strata::StrataDialect"];
 }

@@ -16,6 +16,8 @@ namespace strata::planner {
 
 CostModel::~CostModel() = default;
 
+std::vector<double> CostModel::unitTimes(const Plan &) const { return {}; }
+
 double inflightMicrobatches(const Plan &p, int64_t d) {
   double m = double(p.numMicrobatches);
   switch (p.schedule) {
@@ -389,6 +391,12 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
 double AnalyticalCostModel::layerForwardFlops(int64_t microBatch,
                                               int64_t tp) const {
   double flops = 0;
+  if (m.kind == ModelDesc::Kind::Graph) { // the average unit
+    for (const GraphUnit &u : m.units)
+      for (const GraphOpCost &o : u.ops)
+        flops += o.flops + double(microBatch) * o.flopsPerSample;
+    return flops / double(std::max<size_t>(1, m.units.size())) / double(tp);
+  }
   // Model FLOPs count the full (unmasked) score matrix, as sources do.
   for (const LayerOp &o :
        layerOps(m, double(microBatch), double(tp), false, fusedAttention()))
@@ -398,6 +406,13 @@ double AnalyticalCostModel::layerForwardFlops(int64_t microBatch,
 }
 
 double AnalyticalCostModel::modelFlopsPerStep(int64_t globalBatch) const {
+  if (m.kind == ModelDesc::Kind::Graph) {
+    double perSample = 0;
+    for (const GraphUnit &u : m.units)
+      for (const GraphOpCost &o : u.ops)
+        perSample += o.flopsPerSample;
+    return 3.0 * double(globalBatch) * perSample;
+  }
   double T = double(globalBatch) * double(m.seqLen);
   double layer = layerForwardFlops(1, 1) / double(m.seqLen); // per token
   double head = 2.0 * double(m.hidden) * double(m.vocab);
@@ -408,14 +423,7 @@ double AnalyticalCostModel::modelFlopsPerStep(int64_t globalBatch) const {
 // Stage terms and the full estimate
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// Bytes per parameter by category (docs/cost-model.md, "Memory").
-struct ParamBytes {
-  double weight, grad, optimizer, update;
-};
-} // namespace
-
-static ParamBytes paramBytes(const ModelDesc &m) {
+ParamBytes paramBytes(const ModelDesc &m) {
   double e = double(m.dtypeBytes);
   double master = m.mixedPrecision() ? 4 : 0;
   ParamBytes b{e, e, master, 0};
@@ -436,6 +444,8 @@ static ParamBytes paramBytes(const ModelDesc &m) {
 }
 
 StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
+  if (m.kind == ModelDesc::Kind::Graph)
+    return graphStageCosts(p);
   StageCosts sc;
   const DeviceSpec &dev = c.device;
   LayerCost lc = layerCost(p);
@@ -594,6 +604,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
 }
 
 Estimate AnalyticalCostModel::estimate(const Plan &p) const {
+  if (m.kind == ModelDesc::Kind::Graph)
+    return graphEstimate(p);
   Estimate est;
   StageCosts sc = stageCosts(p);
   int64_t pp = p.pp, mb = p.numMicrobatches;

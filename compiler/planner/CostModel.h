@@ -83,7 +83,17 @@ public:
   virtual Estimate estimate(const Plan &plan) const = 0;
   virtual const ModelDesc &model() const = 0;
   virtual const ClusterSpec &cluster() const = 0;
+  /// Explicit graphs: the time of each pipeline unit (ModelDesc::units) per
+  /// micro-batch, forward and backward, which the search balances over the
+  /// stages. Empty for layer stacks.
+  virtual std::vector<double> unitTimes(const Plan &plan) const;
 };
+
+/// Bytes per parameter by category (docs/cost-model.md, "Memory").
+struct ParamBytes {
+  double weight, grad, optimizer, update;
+};
+ParamBytes paramBytes(const ModelDesc &m);
 
 /// Micro-batches' worth of activations pipeline device `d` holds at its peak.
 double inflightMicrobatches(const Plan &plan, int64_t d);
@@ -100,6 +110,7 @@ public:
   Estimate estimate(const Plan &plan) const override;
   const ModelDesc &model() const override { return m; }
   const ClusterSpec &cluster() const override { return c; }
+  std::vector<double> unitTimes(const Plan &plan) const override;
 
   // Building blocks, public for tests and for the trace writer.
   /// Whether communication proceeds while the device computes: GPUs move
@@ -139,6 +150,13 @@ private:
     double saved = 0, transient = 0;
   };
   LayerCost layerCost(const Plan &plan) const;
+  // Explicit graphs (CostModelGraph.cpp): every term from the units.
+  struct UnitCost {
+    double fwd = 0, bwd = 0, saved = 0, boundary = 0;
+  };
+  UnitCost unitCost(const GraphUnit &u, const Plan &plan) const;
+  StageCosts graphStageCosts(const Plan &plan) const;
+  Estimate graphEstimate(const Plan &plan) const;
   double levelBandwidth(size_t l) const;
   double cachedCollective(Collective kind, double bytes, int64_t stride,
                           int64_t size) const;

@@ -29,7 +29,8 @@ static void setDtype(ModelDesc &d, frontend::DType t) {
 }
 
 std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
-                                           std::string &error) {
+                                           std::string &error,
+                                           const GraphCoster &costGraph) {
   ModelDesc d;
   d.name = spec.path;
   if (spec.gpt) {
@@ -74,13 +75,25 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     d.ffnHidden = m.ffnHidden > 0 ? m.ffnHidden : 4 * m.hidden;
     setDtype(d, m.dtype);
   } else {
-    error = spec.path +
-            ": the planner needs a layer-stack model (the 'gpt', "
-            "'llama' or 'mlp' preset); explicit graphs ('" +
-            spec.family +
-            "') cannot be planned yet — pin nothing and use a preset, or "
-            "describe the model with the gpt/llama/mlp preset";
-    return std::nullopt;
+    // An explicit graph: costed op by op, its units found in the IR.
+    d.kind = ModelDesc::Kind::Graph;
+    if (!costGraph) {
+      error = spec.path + ": explicit graphs are planned by the `strata` "
+                          "driver, which costs them through the dialect";
+      return std::nullopt;
+    }
+    setDtype(d, spec.graph.params.empty() ? frontend::DType::F32
+                                          : spec.graph.params[0].dtype);
+    // Tokens per sample for throughput: the first input's second dimension
+    // (the sequence), else one.
+    d.seqLen = 1;
+    if (!spec.graph.inputs.empty() && spec.graph.inputs[0].shape.size() >= 2)
+      d.seqLen = spec.graph.inputs[0].shape[1];
+    d.tiedEmbedding = false;
+    d.dropout = false;
+    if (!costGraph(spec, d, error))
+      return std::nullopt;
+    d.layers = int64_t(d.units.size());
   }
   const frontend::OptimizerSpec &o = spec.training.optimizer;
   if (o.kind == frontend::OptimizerSpec::Kind::AdamW)

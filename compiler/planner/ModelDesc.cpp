@@ -5,6 +5,12 @@
 namespace strata::planner {
 
 int64_t ModelDesc::layerParams() const {
+  if (kind == Kind::Graph) { // the average unit
+    double sum = 0;
+    for (const GraphUnit &u : units)
+      sum += u.params;
+    return units.empty() ? 0 : int64_t(sum / double(units.size()));
+  }
   int64_t h = hidden, f = ffnHidden;
   if (kind == Kind::Mlp)
     return h * f + f + f * h + h + 2 * h; // fc1, fc2, layer norm
@@ -20,6 +26,8 @@ int64_t ModelDesc::layerParams() const {
 }
 
 int64_t ModelDesc::embeddingParams() const {
+  if (kind == Kind::Graph)
+    return 0; // every parameter belongs to a unit
   int64_t p = vocab * hidden;
   if (kind == Kind::Transformer && learnedPositions)
     p += seqLen * hidden;
@@ -27,6 +35,12 @@ int64_t ModelDesc::embeddingParams() const {
 }
 
 int64_t ModelDesc::totalParams() const {
+  if (kind == Kind::Graph) {
+    double sum = 0;
+    for (const GraphUnit &u : units)
+      sum += u.params;
+    return int64_t(sum);
+  }
   int64_t p = layers * layerParams() + embeddingParams();
   if (!tiedEmbedding)
     p += vocab * hidden;
@@ -50,6 +64,8 @@ bool ModelDesc::tpFits(int64_t tp, std::string *why) const {
                 "evenly; pick a divisor or a multiple of " +
                 std::to_string(kv));
   }
+  if (kind == Kind::Graph) // the rules split what divides; the rest stays
+    return true;
   if (ffnHidden % tp)
     return no("ffn_hidden " + std::to_string(ffnHidden) +
               " is not divisible by it");
@@ -62,6 +78,19 @@ bool ModelDesc::validate(std::string &error) const {
             std::to_string(v);
     return false;
   };
+  if (kind == Kind::Graph) {
+    if (units.empty() || layers != int64_t(units.size())) {
+      error = "an explicit graph needs at least one op";
+      return false;
+    }
+    if (seqLen <= 0)
+      return bad("seq_len", seqLen);
+    if (dtypeBytes != 2 && dtypeBytes != 4) {
+      error = "the planner models float32, bfloat16 and float16 training";
+      return false;
+    }
+    return true;
+  }
   if (vocab <= 0)
     return bad("vocab", vocab);
   if (seqLen <= 0)

@@ -12,8 +12,10 @@
 #define STRATA_COMPILER_PLANNER_MODELDESC_H
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace strata::frontend {
 struct ModelSpec;
@@ -21,8 +23,32 @@ struct ModelSpec;
 
 namespace strata::planner {
 
+/// One op of an explicit graph as the cost interface reports it, for a
+/// micro-batch of b samples: fixed + b * perSample (the graph is imported at
+/// two batch sizes and the difference taken).
+struct GraphOpCost {
+  double flops = 0, flopsPerSample = 0;
+  double bytes = 0, bytesPerSample = 0;
+  /// Result bytes per sample, held for the backward pass.
+  double savedPerSample = 0;
+  /// A contraction (runs at GEMM efficiency); the rest is memory-bound.
+  bool contraction = false;
+};
+
+/// A contiguous run of an explicit graph's ops that one pipeline stage takes
+/// whole: the ops of one `layer:` annotation in a row, or one unannotated op
+/// (passes/partition/PipelineUnits.h defines the split; the planner and
+/// `strata-assign-pipeline-stages` agree on it).
+struct GraphUnit {
+  std::string name; ///< "layer 3" or "op 5 (strata.matmul)"
+  std::vector<GraphOpCost> ops;
+  double params = 0; ///< parameter elements first used here
+  /// Bytes per sample of the values other units read (pipeline transfers).
+  double boundaryPerSample = 0;
+};
+
 struct ModelDesc {
-  enum class Kind { Transformer, Mlp } kind = Kind::Transformer;
+  enum class Kind { Transformer, Mlp, Graph } kind = Kind::Transformer;
   std::string name;
   int64_t vocab = 0, seqLen = 0, hidden = 0, heads = 1, layers = 0;
   int64_t ffnHidden = 0;
@@ -63,6 +89,12 @@ struct ModelDesc {
   /// Causal (decoder) attention; a fused kernel skips the masked blocks.
   bool causal = true;
 
+  /// Explicit graphs (Kind::Graph): the pipeline units in order; `layers`
+  /// is their count. Costed op by op through the dialect's cost interface.
+  std::vector<GraphUnit> units;
+  /// Units whose ops and types repeat an earlier unit's, costed once.
+  int64_t repeatedUnits = 0;
+
   int64_t numKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
   /// Width of the k (and the v) projection: kv heads x head dim.
   int64_t kvWidth() const { return numKvHeads() * (hidden / heads); }
@@ -88,10 +120,17 @@ struct ModelDesc {
   bool validate(std::string &error) const;
 };
 
-/// Derives the planner's view of a parsed model spec. Explicit graphs are not
-/// (yet) reducible to a layer stack; the error then says so.
+/// Fills `units` (and the sizes) of an explicit graph's ModelDesc. The
+/// driver provides it (it imports the graph into MLIR), which keeps the
+/// planner libraries free of MLIR. Returns false and sets `error` on failure.
+using GraphCoster = std::function<bool(const frontend::ModelSpec &spec,
+                                       ModelDesc &desc, std::string &error)>;
+
+/// Derives the planner's view of a parsed model spec. Explicit graphs need
+/// `costGraph`; without it the error says so.
 std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
-                                           std::string &error);
+                                           std::string &error,
+                                           const GraphCoster &costGraph = {});
 
 } // namespace strata::planner
 

@@ -32,7 +32,8 @@ PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
     return r;
   }
   std::string error;
-  std::optional<ModelDesc> model = modelDescFromSpec(*spec, error);
+  std::optional<ModelDesc> model =
+      modelDescFromSpec(*spec, error, req.costGraph);
   if (!model) {
     r.error = error;
     return r;
@@ -166,9 +167,11 @@ static void runPlan(const PlanCliOptions &o) {
     report << formatPlanReport(r, model, cluster) << formatPlanDetails(details);
 }
 
-void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
+void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr,
+                       GraphCoster costGraph) {
   auto opts = std::make_shared<PlanCliOptions>();
   opts->emitIr = std::move(emitIr);
+  opts->request.costGraph = std::move(costGraph);
   CLI::App *plan = app.add_subcommand(
       "plan", "Choose how to parallelise training of MODEL.yaml on a cluster");
   plan->add_option("model", opts->request.modelPath, "model spec (YAML)")

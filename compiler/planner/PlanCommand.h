@@ -33,6 +33,8 @@ struct PlanRequest {
   int64_t globalBatch = 0; ///< 0: take training.global_batch from the spec
   std::vector<std::string> pins; ///< "key=value"
   int topK = 3;
+  /// Costs explicit graphs (the driver's; without it they cannot be planned).
+  GraphCoster costGraph;
 };
 
 /// Loads the model spec and cluster, parses pins and searches. On any user
@@ -53,7 +55,8 @@ using PlanIrEmitter =
 /// Registers `plan MODEL.yaml --cluster C [--global-batch N] [--pin k=v]...
 /// [--top K] [--json] [--trace FILE] [--html FILE] [--emit-ir FILE]` (the last only when
 /// `emitIr` is given).
-void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr = nullptr);
+void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr = nullptr,
+                       GraphCoster costGraph = nullptr);
 
 } // namespace strata::planner
 

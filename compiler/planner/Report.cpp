@@ -27,9 +27,16 @@ std::string formatPlanReport(const PlanResult &r, const ModelDesc &m,
   const RankedPlan &best = r.plans.at(0);
   const Plan &p = best.plan;
   const Estimate &e = best.estimate;
+  bool graph = m.kind == ModelDesc::Kind::Graph;
   os << "model:   " << m.name << " (" << formatCount(double(m.totalParams()))
-     << " parameters, " << plural(m.layers, "layer") << ", " << m.dtype
-     << ")\n";
+     << " parameters, "
+     << (graph ? "explicit graph of " + plural(m.layers, "pipeline unit") +
+                     (m.repeatedUnits > 0
+                          ? " (" + std::to_string(m.repeatedUnits) +
+                                " repeating an earlier unit)"
+                          : std::string())
+               : plural(m.layers, "layer"))
+     << ", " << m.dtype << ")\n";
   os << "cluster: " << c.name << " (" << c.numDevices() << " x "
      << c.device.name << ", " << gib(c.device.memoryBytes) << " each)\n\n";
   os << "plan: " << p.summary() << "\n";
@@ -45,7 +52,8 @@ std::string formatPlanReport(const PlanResult &r, const ModelDesc &m,
   os << "  placement (innermost first): " << axisName(p.axisOrder[0]) << ", "
      << axisName(p.axisOrder[1]) << ", " << axisName(p.axisOrder[2]) << "\n";
   if (p.pp > 1) {
-    os << "  layers per stage:";
+    os << (graph ? "  pipeline units per stage (balanced by cost):"
+                 : "  layers per stage:");
     for (int64_t n : p.stageLayers)
       os << " " << n;
     os << "\n";

@@ -302,6 +302,39 @@ std::vector<int64_t> assignLayers(const Plan &p, const StageCosts &sc,
   return n;
 }
 
+std::vector<int64_t> balanceUnits(const std::vector<double> &times,
+                                  int64_t stages) {
+  int64_t n = int64_t(times.size());
+  if (stages < 1 || n < stages)
+    return {};
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + times[i];
+  // best[s][i]: the least max stage time of the first i units on s stages;
+  // cut[s][i] where the last of those stages starts.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages + 1,
+                                        std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> cut(stages + 1,
+                                        std::vector<int64_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (int64_t s = 1; s <= stages; ++s)
+    for (int64_t i = s; i <= n; ++i)
+      for (int64_t j = s - 1; j < i; ++j) {
+        double v = std::max(best[s - 1][j], prefix[i] - prefix[j]);
+        if (v < best[s][i]) {
+          best[s][i] = v;
+          cut[s][i] = j;
+        }
+      }
+  std::vector<int64_t> counts(stages);
+  for (int64_t s = stages, i = n; s >= 1; --s) {
+    counts[s - 1] = i - cut[s][i];
+    i = cut[s][i];
+  }
+  return counts;
+}
+
 /// Interleaved chunks are uniform; devices 0 (most in flight, embedding) and
 /// pp-1 (logits) bound memory, and peak memory falls with d in between.
 static bool interleavedFits(const Plan &p, const StageCosts &sc,
@@ -442,6 +475,21 @@ static bool checkPins(const ModelDesc &m, int64_t N, const SearchOptions &o,
                   plural(perReplica, "sequence") +
                   " per replica (global batch / dp)");
   }
+  if (m.kind == ModelDesc::Kind::Graph) {
+    if (p.vpp && *p.vpp > 1)
+      return fail("--pin vpp=" + std::to_string(*p.vpp) +
+                  ": an explicit graph's pipeline units differ, so they are "
+                  "balanced over pp stages without interleaving; drop vpp");
+    if (p.sp && *p.sp)
+      return fail("--pin sp=true: sequence parallelism of an explicit graph "
+                  "needs a decision on an activation, which the planner does "
+                  "not make; strata-opt's strata-propagate-sharding takes one");
+    if (p.recompute && *p.recompute != Recompute::None)
+      return fail(std::string("--pin recompute=") +
+                  recomputeName(*p.recompute) +
+                  ": recomputation needs the repeated layers of a preset; an "
+                  "explicit graph trains with recompute=none");
+  }
   if (p.recompute && *p.recompute == Recompute::Selective &&
       m.kind != ModelDesc::Kind::Transformer)
     return fail("--pin recompute=selective: selective recomputation applies "
@@ -526,7 +574,7 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
             std::vector<int64_t> vpps = {1};
             if (sched == Schedule::Interleaved) {
               vpps.clear();
-              if (pp > 1 && nmb % pp == 0)
+              if (pp > 1 && nmb % pp == 0 && m.kind != ModelDesc::Kind::Graph)
                 for (int64_t v : divisors(L / pp))
                   if (v >= 2 && L % (pp * v) == 0)
                     vpps.push_back(v);
@@ -544,10 +592,15 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                   if ((pins.recompute && *pins.recompute != rc) ||
                       (rc == Recompute::Selective &&
                        (m.kind != ModelDesc::Kind::Transformer ||
-                        (m.attention == ModelDesc::Attention::Fused && !pins.recompute))))
+                        (m.attention == ModelDesc::Attention::Fused &&
+                         !pins.recompute))) ||
+                      (rc != Recompute::None &&
+                       m.kind == ModelDesc::Kind::Graph))
                     continue;
                   for (bool sp : {false, true}) {
                     if (pins.sp ? *pins.sp != sp : (tp == 1 && sp))
+                      continue;
+                    if (sp && m.kind == ModelDesc::Kind::Graph)
                       continue;
                     Plan p = base;
                     p.microBatch = mb, p.numMicrobatches = nmb;
@@ -581,7 +634,18 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                       continue;
                     ++r.candidatesEvaluated;
                     double maxLoad, sumLoad;
-                    if (sched == Schedule::Interleaved) {
+                    double step;
+                    if (m.kind == ModelDesc::Kind::Graph) {
+                      // Units differ: balance them by time, then cost the
+                      // exact stages.
+                      p.stageLayers = balanceUnits(cm.unitTimes(p), pp);
+                      if (p.stageLayers.empty())
+                        continue;
+                      Estimate est = cm.estimate(p);
+                      if (!est.fits)
+                        continue;
+                      step = est.stepTimeS;
+                    } else if (sched == Schedule::Interleaved) {
                       if (!interleavedFits(p, sc, L))
                         continue;
                       double per = double(L) / double(pp);
@@ -603,9 +667,10 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                       for (double e : s.extra)
                         sumLoad += e * lt;
                     }
-                    double step = (double(nmb) - 1.0 / double(vpp)) * maxLoad +
-                                  sumLoad / double(vpp) + sc.dpExposed +
-                                  sc.optimizer;
+                    if (m.kind != ModelDesc::Kind::Graph)
+                      step = (double(nmb) - 1.0 / double(vpp)) * maxLoad +
+                             sumLoad / double(vpp) + sc.dpExposed +
+                             sc.optimizer;
                     if (!std::isfinite(step)) {
                       ++nonFiniteTimes;
                       continue;
@@ -632,10 +697,12 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
   for (Candidate &cand : top) {
     Plan &p = cand.plan;
     StageCosts sc = cm.stageCosts(p);
-    if (p.schedule == Schedule::Interleaved)
-      p.stageLayers.assign(p.pp * p.vpp, L / (p.pp * p.vpp));
-    else
-      p.stageLayers = assignLayers(p, sc, L);
+    if (m.kind != ModelDesc::Kind::Graph) { // graphs: balanced above
+      if (p.schedule == Schedule::Interleaved)
+        p.stageLayers.assign(p.pp * p.vpp, L / (p.pp * p.vpp));
+      else
+        p.stageLayers = assignLayers(p, sc, L);
+    }
     RankedPlan rp{p, cm.estimate(p), ""};
     r.plans.push_back(rp);
   }

@@ -76,6 +76,12 @@ PlanResult searchPlans(const ModelDesc &model, const ClusterSpec &cluster,
 std::vector<int64_t> assignLayers(const Plan &plan, const StageCosts &sc,
                                   int64_t layers);
 
+/// Units per stage for an explicit graph: the split of `unitTimes` into
+/// `stages` contiguous runs (at least one unit each) whose slowest run is
+/// fastest; empty when there are fewer units than stages.
+std::vector<int64_t> balanceUnits(const std::vector<double> &unitTimes,
+                                  int64_t stages);
+
 /// "+7.3%: more pipeline bubble (+1.2 s), less ... " comparing to `best`.
 std::string explainSlower(const Estimate &best, const Estimate &other);
 

@@ -2,6 +2,7 @@
 
 #include "dialects/strata/StrataDialect.h"
 #include "dialects/strata/StrataOps.h"
+#include "dialects/strata/StrataSharding.h"
 
 using namespace mlir;
 using namespace strata;
@@ -13,4 +14,5 @@ void StrataDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/strata/StrataOps.cpp.inc"
       >();
+  attachShardingRules(getContext());
 }

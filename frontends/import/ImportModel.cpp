@@ -265,6 +265,18 @@ DictionaryAttr ModelImporter::modelAttr() {
                                          builder.getStringAttr(m.activation)));
     attrs.push_back(builder.getNamedAttr(
         "dtype", builder.getStringAttr(dtypeName(m.dtype))));
+  } else {
+    // An explicit graph: the classes of its loss are the token vocabulary
+    // the runtime's data contract checks targets against.
+    for (const GraphOp &op : spec.graph.ops) {
+      if (op.op != "cross_entropy" || op.inputs.empty())
+        continue;
+      auto it = spec.graph.values.find(op.inputs[0]);
+      if (it != spec.graph.values.end() && !it->second.shape.empty()) {
+        add("vocab", it->second.shape.back());
+        break;
+      }
+    }
   }
   return builder.getDictionaryAttr(attrs);
 }

@@ -12,6 +12,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/Pass.h"
 #include "passes/Passes.h"
+#include "passes/partition/PipelineUnits.h"
 
 namespace strata {
 #define GEN_PASS_DEF_STRATAASSIGNPIPELINESTAGES
@@ -42,6 +43,12 @@ struct AssignPipelineStagesPass
       return signalPassFailure();
     }
     int64_t numStages = pp * vpp;
+    if (graphUnits) {
+      if (failed(assignUnits(module, forward, numStages)))
+        return signalPassFailure();
+      declarePerStage(forward);
+      return;
+    }
     int64_t layers = 0;
     forward.walk([&](Operation *op) {
       if (auto l = op->getAttrOfType<IntegerAttr>("strata.layer"))
@@ -92,6 +99,41 @@ struct AssignPipelineStagesPass
       op.setAttr(kStage, b.getI64IntegerAttr(after ? numStages - 1 : 0));
     }
 
+    declarePerStage(forward);
+  }
+
+  /// Stages over the graph's pipeline units (`graph-units`).
+  LogicalResult assignUnits(ModuleOp module, func::FuncOp forward,
+                            int64_t numStages) {
+    SmallVector<PipelineUnit> units = pipelineUnits(forward);
+    int64_t n = int64_t(units.size());
+    if (n < numStages)
+      return module.emitError("cannot split ")
+             << n << " pipeline unit(s) into " << numStages
+             << " stages; use fewer stages";
+    SmallVector<int64_t> counts(stageLayers.begin(), stageLayers.end());
+    if (counts.empty())
+      for (int64_t s = 0; s < numStages; ++s)
+        counts.push_back(n / numStages + (s < n % numStages));
+    int64_t total = 0;
+    for (int64_t c : counts)
+      total += c;
+    if (int64_t(counts.size()) != numStages || total != n)
+      return module.emitError("stage-layers must have pp * vpp = ")
+             << numStages << " entries summing to the graph's " << n
+             << " pipeline units";
+    OpBuilder b(module.getContext());
+    int64_t unit = 0;
+    for (auto [stage, count] : llvm::enumerate(counts))
+      for (int64_t k = 0; k < count; ++k, ++unit)
+        for (Operation *op : units[unit])
+          op->setAttr(kStage, b.getI64IntegerAttr(int64_t(stage)));
+    return success();
+  }
+
+  void declarePerStage(func::FuncOp forward) {
+    OpBuilder b(forward.getContext());
+    Block &body = forward.getBody().front();
     // Declarations follow their users; one copy per stage that uses them.
     SmallVector<Operation *> decls;
     for (Operation &op : body)

@@ -300,6 +300,9 @@ def build_model(spec, dtype=torch.float32):
                       m.kv_heads, m.rope_theta, m.norm_eps, m.tie_embeddings)
     elif m.family == "mlp":
         model = MlpLM(m.vocab, m.hidden, m.layers, m.ffn_hidden, m.activation, m.seq_len)
+    elif m.family == "graph":
+        from graph import GraphModel
+        model = GraphModel(m.graph)
     else:
         raise ValueError(f"the reference implements the gpt, llama and mlp presets, "
                          f"not '{m.family}'")
@@ -315,6 +318,9 @@ def init_weights(model, seed):
     seed always gives the same weights (they are not HF's bit pattern: HF's
     draw order depends on its module construction, which does not matter here).
     """
+    if hasattr(model, "graph"):
+        from graph import init_graph
+        return init_graph(model, seed)
     gen = torch.Generator().manual_seed(int(seed))
     if isinstance(model, Llama):
         return _init_llama(model, gen)

@@ -35,6 +35,7 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
+    graph: Optional[dict] = None  # the explicit `graph:` section, as read
 
 
 @dataclasses.dataclass
@@ -184,10 +185,31 @@ def parse_spec(path, text=None):
             family = "graph"
         else:
             raise SpecError(f"{path}: model: names no preset (expected `preset: gpt` or `preset: mlp`)")
+    if family == "graph":
+        return _graph_spec(path, doc, model)
     if family not in ("gpt", "llama", "mlp"):
         raise SpecError(f"{path}: model preset '{family}' is not implemented by the reference "
-                        "(it implements gpt, llama and mlp)")
+                        "(it implements gpt, llama, mlp and explicit graphs)")
     m.family = family
+    _preset_sizes(path, m, model, family)
+    return m, _training(path, doc)
+
+
+def _graph_spec(path, doc, model):
+    """An explicit graph: sizes from the graph itself (see graph.py)."""
+    from graph import graph_sizes
+    graph = doc.get("graph")
+    if not isinstance(graph, dict):
+        raise SpecError(f"{path}: an explicit graph needs a top-level `graph:` section")
+    m = ModelConfig(family="graph", graph=graph, dtype=str(model.get("dtype", "float32")))
+    m.vocab, m.seq_len = graph_sizes(graph)
+    if m.vocab <= 0 or m.seq_len <= 0:
+        raise SpecError(f"{path}: the reference needs a `tokens` input [batch, seq] and an "
+                        "embedding op to size an explicit graph")
+    return m, _training(path, doc)
+
+
+def _preset_sizes(path, m, model, family):
     rest = _take(path, model, _MODEL_KEYS, m, "model", _types(ModelConfig))
     for k in rest:
         _warn(path, f"model.{k} is not used by the reference")
@@ -212,6 +234,8 @@ def parse_spec(path, text=None):
     if m.activation.startswith("gelu"):
         m.activation = "gelu"
 
+
+def _training(path, doc):
     t = TrainingConfig()
     train = doc.get("training") or {}
     if not isinstance(train, dict):
@@ -249,7 +273,7 @@ def parse_spec(path, text=None):
         for k in _take(path, sched, _SCHED_KEYS, t, "training.schedule", _types(TrainingConfig)):
             _warn(path, f"training.schedule.{k} is not used by the reference")
     validate_training(t, path)
-    return m, t
+    return t
 
 
 def validate_training(t, where):

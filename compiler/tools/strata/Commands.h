@@ -11,7 +11,12 @@ class App;
 
 namespace strata::planner {
 struct Plan;
-}
+struct ModelDesc;
+} // namespace strata::planner
+
+namespace strata::frontend {
+struct ModelSpec;
+} // namespace strata::frontend
 
 namespace strata {
 /// `strata import MODEL.yaml [-o FILE] [--summary]`.
@@ -25,6 +30,10 @@ void addCalibrateSubcommand(CLI::App &app);
 /// `strata plan --emit-ir`: the model's IR with `plan` attached.
 bool emitPlannedIr(const std::string &modelPath, const planner::Plan &plan,
                    const std::string &outPath, std::string &error);
+/// The planner's view of an explicit graph: its pipeline units, costed op
+/// by op through the dialect (planner::GraphCoster).
+bool costExplicitGraph(const frontend::ModelSpec &spec, planner::ModelDesc &d,
+                       std::string &error);
 } // namespace strata
 
 #endif // STRATA_COMPILER_TOOLS_STRATA_COMMANDS_H

@@ -66,20 +66,39 @@ RankCoords coordsOf(const planner::Plan &plan, int64_t r) {
 /// Runs the partition and training passes for one rank of the plan.
 mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
                                     const planner::Plan &plan,
-                                    const RankCoords &c, int64_t globalBatch) {
+                                    const RankCoords &c, int64_t globalBatch,
+                                    bool explicitGraph) {
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
-  if (plan.tp > 1)
+  auto stages = [&] {
+    if (plan.pp > 1) {
+      os << "strata-assign-pipeline-stages{pp=" << plan.pp
+         << " vpp=" << plan.vpp;
+      if (!plan.stageLayers.empty()) {
+        os << " stage-layers=";
+        llvm::interleave(plan.stageLayers, os, ",");
+      }
+      if (explicitGraph)
+        os << " graph-units=true";
+      os << "},";
+    }
+  };
+  // An explicit graph is split into stages first: its pipeline units are
+  // the planner's, before partitioning adds collectives (which take their
+  // user's stage).
+  if (explicitGraph)
+    stages();
+  if (plan.tp > 1 && explicitGraph)
+    // Any graph: decisions on the matmul weights, spread and materialised by
+    // the ops' sharding rules.
+    os << "strata-propagate-sharding{mesh-size=" << plan.tp
+       << " split-matmul-weights=true},strata-partition-sharding{mesh-size="
+       << plan.tp << " rank=" << c.tp << "},";
+  else if (plan.tp > 1)
     os << "strata-shard-tensor-parallel{tp=" << plan.tp << " tp-rank=" << c.tp
        << " sp=" << (plan.sp ? "true" : "false") << "},";
-  if (plan.pp > 1) {
-    os << "strata-assign-pipeline-stages{pp=" << plan.pp << " vpp=" << plan.vpp;
-    if (!plan.stageLayers.empty()) {
-      os << " stage-layers=";
-      llvm::interleave(plan.stageLayers, os, ",");
-    }
-    os << "},";
-  }
+  if (!explicitGraph)
+    stages();
   // Each replica's micro-batch loss is a mean over its rows; the seed makes
   // the sum over micro-batches and replicas the global-batch mean.
   os << "strata-autodiff{loss-scale="
@@ -211,6 +230,7 @@ int runCompile(const CompileOptions &opts) {
   request.cluster = opts.cluster;
   request.pins = opts.pins;
   request.topK = 1;
+  request.costGraph = costExplicitGraph;
   planner::PlanResult planned = planner::planFromFiles(request);
   if (!planned.ok) {
     // Located spec errors already say "error:"; planner errors name the pin.
@@ -246,7 +266,9 @@ int runCompile(const CompileOptions &opts) {
     if (!module)
       return 1;
     planner::attachPlan(*module, plan);
-    if (failed(buildRankModule(*module, plan, coordsOf(plan, r), globalBatch)))
+    bool explicitGraph = !spec->gpt && !spec->llama && !spec->mlp;
+    if (failed(buildRankModule(*module, plan, coordsOf(plan, r), globalBatch,
+                               explicitGraph)))
       return 1;
     modules.push_back(std::move(module));
   }

@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
   strata::addCompileSubcommand(app);
   strata::addCalibrateSubcommand(app);
   strata::addCheckpointSubcommand(app);
-  strata::planner::addPlanSubcommand(app, strata::emitPlannedIr);
+  strata::planner::addPlanSubcommand(app, strata::emitPlannedIr,
+                                     strata::costExplicitGraph);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string names;

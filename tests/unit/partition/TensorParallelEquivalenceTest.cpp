@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
+#include "passes/sharding/Sharding.h"
 
 #include <gtest/gtest.h>
 
@@ -154,6 +155,42 @@ protected:
     pm.addPass(createStrataAutodiff(autodiff));
     if (failed(pm.run(*clone))) {
       ADD_FAILURE() << "passes failed for tp=" << tp << " rank=" << rank;
+      return nullptr;
+    }
+    return clone;
+  }
+
+  /// strata-propagate-sharding from `seeds` (parameter name suffix ->
+  /// sharding; "embedding" seeds the embedding's output), then
+  /// strata-partition-sharding and autodiff, on a clone (tp == 0:
+  /// unsharded).
+  OwningOpRef<ModuleOp>
+  lowerByRules(ModuleOp module, int64_t tp, int64_t rank,
+               const std::map<std::string, Sharding> &seeds) {
+    OwningOpRef<ModuleOp> clone = module.clone();
+    PassManager pm(&context);
+    if (tp > 0) {
+      clone->walk([&](Operation *op) {
+        for (const auto &[suffix, sharding] : seeds) {
+          auto param = dyn_cast<ParamOp>(op);
+          if ((param && param.getName().ends_with(suffix)) ||
+              (isa<EmbeddingOp>(op) && suffix == "embedding"))
+            writeShardings(op, {sharding});
+        }
+      });
+      StrataPropagateShardingOptions propagate;
+      propagate.meshSize = tp;
+      pm.addPass(createStrataPropagateSharding(propagate));
+      StrataPartitionShardingOptions partition;
+      partition.meshSize = tp;
+      partition.rank = rank;
+      pm.addPass(createStrataPartitionSharding(partition));
+    }
+    StrataAutodiffOptions autodiff;
+    autodiff.lossScale = 1.0;
+    pm.addPass(createStrataAutodiff(autodiff));
+    if (failed(pm.run(*clone))) {
+      ADD_FAILURE() << "rule passes failed for tp=" << tp << " rank=" << rank;
       return nullptr;
     }
     return clone;
@@ -367,7 +404,8 @@ void checkGroup(std::vector<OwningOpRef<ModuleOp>> &ranks,
 /// `lower(tp, rank, sp)` gives a rank's training step (tp = 0: unsharded).
 void runEquivalence(
     const std::string &model,
-    const std::function<OwningOpRef<ModuleOp>(int64_t, int64_t, bool)> &lower) {
+    const std::function<OwningOpRef<ModuleOp>(int64_t, int64_t, bool)> &lower,
+    std::vector<int64_t> tps = {2, 4}, std::vector<bool> sps = {false, true}) {
   OwningOpRef<ModuleOp> single = lower(0, 0, false);
   ASSERT_TRUE(single);
   func::FuncOp step = trainStep(*single);
@@ -381,8 +419,8 @@ void runEquivalence(
   ASSERT_TRUE(reference.ok()) << reference.error;
   ASSERT_FALSE(reference.grads.empty());
 
-  for (int64_t tp : {2, 4})
-    for (bool sp : {false, true}) {
+  for (int64_t tp : tps)
+    for (bool sp : sps) {
       std::string config =
           model + " tp=" + std::to_string(tp) + (sp ? " sp=true" : " sp=false");
       std::vector<OwningOpRef<ModuleOp>> ranks;
@@ -419,6 +457,76 @@ TEST_F(TensorParallelTest, LlamaRanksComputeTheUnshardedStep) {
                    [&](int64_t tp, int64_t rank, bool sp) {
                      return lower(*forward, tp, rank, sp);
                    });
+  }
+}
+
+/// Sharding by per-op rules: a few decisions (Megatron's column-parallel
+/// weights; with sp also the embedding output split along the sequence)
+/// spread by strata-propagate-sharding and materialised by
+/// strata-partition-sharding give every rank the unsharded loss and, over
+/// the ranks, the unsharded gradients. Nothing in the passes knows these
+/// models: the collectives come from the ops' rules.
+TEST_F(TensorParallelTest, RuleShardedRanksComputeTheUnshardedStep) {
+  struct Case {
+    const char *name, *spec;
+    std::map<std::string, Sharding> column;
+  };
+  std::vector<Case> cases = {
+      {"mlp by rules", kMlpSpec, {{"fc1.weight", {"", "tp"}}}},
+      {"gpt by rules", kGptSpec, {{"mlp.c_fc.weight", {"", "tp"}}}},
+      {"llama by rules",
+       kLlamaTwoKvHeadsTiedSpec,
+       {{"mlp.gate_proj.weight", {"tp", ""}},
+        {"mlp.up_proj.weight", {"tp", ""}},
+        {"self_attn.q_proj.weight", {"tp", ""}}}},
+  };
+  for (const Case &c : cases) {
+    OwningOpRef<ModuleOp> forward = importF64(c.spec);
+    ASSERT_TRUE(forward);
+    runEquivalence(c.name,
+                   [&](int64_t tp, int64_t rank, bool sp) {
+                     std::map<std::string, Sharding> seeds = c.column;
+                     if (sp)
+                       seeds["embedding"] = {"", "tp", ""};
+                     return lowerByRules(*forward, tp, rank, seeds);
+                   },
+                   {2, 4});
+  }
+}
+
+/// Every op of the gpt and llama presets has a rule whose factors tile each
+/// dimension it shards.
+TEST_F(TensorParallelTest, EveryPresetOpHasAConsistentShardingRule) {
+  for (const char *spec : {kGptSpec, kLlamaOneKvHeadSpec, kMlpSpec}) {
+    OwningOpRef<ModuleOp> forward = importF64(spec);
+    ASSERT_TRUE(forward);
+    forward->walk([&](Operation *op) {
+      if (isa<ParamOp, InputOp, func::ReturnOp, func::FuncOp, ModuleOp>(op))
+        return;
+      auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+      ASSERT_TRUE(iface) << op->getName().getStringRef().str()
+                         << " has no sharding rule";
+      ShardingRule rule = iface.getShardingRule();
+      auto check = [&](ValueRange values,
+                       ArrayRef<ShardingRule::TensorFactors> tensors) {
+        ASSERT_EQ(values.size(), tensors.size()) << rule.str();
+        for (auto [v, dims] : llvm::zip(values, tensors)) {
+          std::vector<int64_t> shape = typeShape(v);
+          ASSERT_EQ(shape.size(), dims.size()) << rule.str();
+          for (auto [size, factors] : llvm::zip(shape, dims)) {
+            if (factors.empty())
+              continue;
+            int64_t product = 1;
+            for (int64_t f : factors)
+              product *= rule.factorSizes[f];
+            EXPECT_EQ(product, size)
+                << op->getName().getStringRef().str() << ": " << rule.str();
+          }
+        }
+      };
+      check(op->getOperands(), rule.operands);
+      check(op->getResults(), rule.results);
+    });
   }
 }
 

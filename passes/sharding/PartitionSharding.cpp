@@ -1,0 +1,294 @@
+//===- PartitionSharding.cpp - One member's program from the shardings ----===//
+//
+// After strata-propagate-sharding, rewrites @forward into what mesh member
+// `rank` computes. Each op's rule and the shardings around it fix the axis
+// of each factor (Sharding.h, the same decision propagation made); an
+// operand whose sharding differs from what the op needs is reconciled, and
+// the op's results get their local types:
+//
+//   partial sum -> whole      all_reduce
+//   partial sum -> split on d reduce_scatter(d)
+//   split on d  -> whole      all_gather(d)
+//   whole       -> split on d replicate, then this member's slice along d
+//   split on d  -> split on e all_gather(d), replicate, slice along e
+//                             (all-to-all, from the runtime's collectives)
+//
+// A whole operand of an op that splits a factor the operand lacks (x in a
+// column-parallel x·W) enters through `replicate`, whose gradient sums the
+// members' partial gradients; an all_gather in front of such an op is the
+// non-replicated kind, whose gradient reduce-scatters. So autodiff, run
+// after this pass, needs nothing more: Megatron's f/g pairs and sequence
+// parallelism's all-gather/reduce-scatter pairs come out of the rules.
+// A split parameter keeps its checkpoint view (strata.shard_view/_start).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/strata/StrataOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/Pass.h"
+#include "passes/Passes.h"
+#include "passes/sharding/Sharding.h"
+
+namespace strata {
+#define GEN_PASS_DEF_STRATAPARTITIONSHARDING
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+/// What this member holds of a value.
+struct Local {
+  Sharding sharding;
+  bool partial = false;
+};
+
+struct PartitionShardingPass
+    : strata::impl::StrataPartitionShardingBase<PartitionShardingPass> {
+  using StrataPartitionShardingBase::StrataPartitionShardingBase;
+
+  DenseMap<Value, Sharding> global; ///< propagation's decisions
+  DenseMap<Value, Local> local;
+  std::map<std::pair<void *, std::string>, Value> reconciled;
+
+  RankedTensorType localType(RankedTensorType t, const Sharding &s) {
+    SmallVector<int64_t> shape(t.getShape());
+    for (auto [d, a] : llvm::enumerate(s))
+      if (!a.empty())
+        shape[d] /= meshSize;
+    return RankedTensorType::get(shape, t.getElementType());
+  }
+
+  static std::string key(const Sharding &s, bool replicate) {
+    return shardingStr(s) + (replicate ? "+replicate" : "");
+  }
+
+  /// `v` as `user` needs it: split as `want`, entering through replicate
+  /// when `replicate`.
+  Value reconcile(Value v, const Sharding &want, bool replicate,
+                  Operation *user) {
+    Local have = local.lookup(v);
+    if (have.sharding.empty())
+      have.sharding = Sharding(want.size());
+    bool isFloat = llvm::isa<FloatType>(
+        llvm::cast<RankedTensorType>(v.getType()).getElementType());
+    replicate = replicate && isFloat;
+    if (!have.partial && have.sharding == want && !replicate)
+      return v;
+    auto cacheKey =
+        std::make_pair(v.getAsOpaquePointer(), key(want, replicate));
+    if (Value done = reconciled[cacheKey])
+      return done;
+    OpBuilder b(user);
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    Location loc = user->getLoc();
+    StringAttr group = b.getStringAttr(axisGroup);
+    auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
+    auto tagged = [&](Operation *op) {
+      // The user's layer and pipeline stage (stages may be assigned first).
+      for (const char *name : {"strata.layer", "strata.stage"})
+        if (Attribute a = user->getAttr(name))
+          op->setAttr(name, a);
+      return op->getResult(0);
+    };
+    Value cur = v;
+    Sharding s = have.sharding;
+    bool replicated = false; // went through an op with a summing gradient
+    if (have.partial) {
+      // Reduce-scatter straight onto a dimension the user wants split.
+      int64_t onto = -1;
+      for (auto [d, a] : llvm::enumerate(want))
+        if (!a.empty() && s[d].empty() && isReplicated(s))
+          onto = int64_t(d);
+      if (onto >= 0) {
+        s[onto] = want[onto];
+        auto type = llvm::cast<RankedTensorType>(cur.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[onto] /= meshSize;
+        cur = tagged(b.create<ReduceScatterOp>(
+            loc, RankedTensorType::get(shape, type.getElementType()), cur,
+            group, i64(onto), i64(meshSize)));
+      } else {
+        cur = tagged(b.create<AllReduceOp>(loc, cur.getType(), cur, group));
+      }
+    }
+    auto elem = llvm::cast<RankedTensorType>(cur.getType()).getElementType();
+    // Gather what the user needs whole.
+    for (auto [d, a] : llvm::enumerate(s)) {
+      if (a.empty() || want[d] == a)
+        continue;
+      SmallVector<int64_t> shape(
+          llvm::cast<RankedTensorType>(cur.getType()).getShape());
+      shape[d] *= meshSize;
+      // A user that splits other factors makes the gradient partial: the
+      // non-replicated gather, whose gradient reduce-scatters.
+      cur = tagged(b.create<AllGatherOp>(
+          loc, RankedTensorType::get(shape, elem), cur, group, i64(d),
+          i64(meshSize), b.getBoolAttr(!replicate)));
+      replicated = replicate;
+      s[d] = "";
+    }
+    // Take this member's part of what the user needs split.
+    bool sliced = false;
+    for (auto [d, a] : llvm::enumerate(want)) {
+      if (a.empty() || s[d] == a)
+        continue;
+      if (!sliced && isFloat) {
+        cur = tagged(b.create<ReplicateOp>(loc, cur, group));
+        replicated = true;
+      }
+      sliced = true;
+      int64_t size =
+          llvm::cast<RankedTensorType>(cur.getType()).getShape()[d] / meshSize;
+      SmallVector<int64_t> shape(
+          llvm::cast<RankedTensorType>(cur.getType()).getShape());
+      shape[d] = size;
+      cur = tagged(b.create<SliceOp>(loc, RankedTensorType::get(shape, elem),
+                                     cur, i64(d), i64(rank * size), i64(size)));
+      s[d] = a;
+    }
+    if (replicate && !replicated)
+      cur = tagged(b.create<ReplicateOp>(loc, cur, group));
+    reconciled[cacheKey] = cur;
+    return cur;
+  }
+
+  /// The op's rule and the axis of each of its factors, decided on the
+  /// unpartitioned IR (global shapes) before anything is rewritten.
+  struct Decision {
+    ShardingRule rule;
+    SmallVector<std::string> axis;
+  };
+  DenseMap<Operation *, Decision> decisions;
+
+  Decision decide(Operation *op) {
+    Decision d;
+    if (auto iface = dyn_cast<ShardingRuleOpInterface>(op)) {
+      d.rule = iface.getShardingRule();
+    } else {
+      for (Value v : op->getOperands())
+        d.rule.operands.emplace_back(
+            llvm::cast<RankedTensorType>(v.getType()).getRank());
+      for (Value v : op->getResults())
+        d.rule.results.emplace_back(
+            llvm::cast<RankedTensorType>(v.getType()).getRank());
+    }
+    d.axis =
+        assignFactors(op, d.rule, meshSize, [&](Value v) -> const Sharding * {
+          auto it = global.find(v);
+          return it == global.end() ? nullptr : &it->second;
+        });
+    return d;
+  }
+
+  LogicalResult partitionOp(Operation *op) {
+    const Decision &decision = decisions[op];
+    const ShardingRule &rule = decision.rule;
+    const SmallVector<std::string> &axis = decision.axis;
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      const ShardingRule::TensorFactors &dims = rule.operands[i];
+      Sharding want = shardingFrom(dims, axis);
+      // Splits a factor this operand does not have: partial gradients.
+      bool replicate = false;
+      for (auto [f, a] : llvm::enumerate(axis)) {
+        bool mine = llvm::any_of(dims, [&](const ShardingRule::DimFactors &d) {
+          return llvm::is_contained(d, int64_t(f));
+        });
+        replicate |= !a.empty() && !mine;
+      }
+      op->setOperand(unsigned(i), reconcile(operand, want, replicate, op));
+    }
+    bool partial = false;
+    for (auto [f, a] : llvm::enumerate(axis))
+      partial |= !a.empty() && rule.isReduction(int64_t(f));
+    for (auto [j, result] : llvm::enumerate(op->getResults())) {
+      Sharding s = shardingFrom(rule.results[j], axis);
+      result.setType(
+          localType(llvm::cast<RankedTensorType>(result.getType()), s));
+      local[result] = Local{s, partial};
+    }
+    auto emb = dyn_cast<EmbeddingOp>(op);
+    if (emb && !axis[rule.operands[0][0].front()].empty()) {
+      int64_t rows =
+          llvm::cast<RankedTensorType>(emb.getTable().getType()).getShape()[0];
+      emb->setAttr("row_start", OpBuilder(op).getI64IntegerAttr(rank * rows));
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      module.emitError("strata-partition-sharding runs on @forward");
+      return signalPassFailure();
+    }
+    if (meshSize < 1 || rank < 0 || rank >= meshSize) {
+      module.emitError("need mesh-size >= 1 and 0 <= rank < mesh-size");
+      return signalPassFailure();
+    }
+    SmallVector<Operation *> ops;
+    for (Operation &op : forward.getBody().front()) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      std::optional<SmallVector<Sharding>> s = readShardings(&op);
+      if (!s) {
+        op.emitError("has no strata.sharding; run strata-propagate-sharding "
+                     "first");
+        return signalPassFailure();
+      }
+      for (auto [v, sh] : llvm::zip(op.getResults(), *s))
+        global[v] = sh;
+      ops.push_back(&op);
+    }
+    for (Operation *op : ops)
+      if (!isa<ParamOp, InputOp>(op))
+        decisions[op] = decide(op);
+    OpBuilder b(module.getContext());
+    for (Operation *op : ops) {
+      if (auto param = dyn_cast<ParamOp>(op)) {
+        Value v = param.getResult();
+        const Sharding &s = global[v];
+        local[v] = Local{s, false};
+        if (isReplicated(s))
+          continue;
+        auto type = llvm::cast<RankedTensorType>(v.getType());
+        RankedTensorType box = localType(type, s);
+        SmallVector<int64_t> start(type.getRank(), 0);
+        for (auto [d, a] : llvm::enumerate(s))
+          if (!a.empty())
+            start[d] = rank * box.getShape()[d];
+        param->setAttr("strata.global_shape",
+                       b.getDenseI64ArrayAttr(type.getShape()));
+        param->setAttr("strata.shard_view",
+                       b.getDenseI64ArrayAttr(type.getShape()));
+        param->setAttr("strata.shard_start", b.getDenseI64ArrayAttr(start));
+        v.setType(box);
+        continue;
+      }
+      if (isa<InputOp>(op)) {
+        local[op->getResult(0)] = Local{
+            Sharding(llvm::cast<RankedTensorType>(op->getResult(0).getType())
+                         .getRank()),
+            false};
+        continue;
+      }
+      if (failed(partitionOp(op)))
+        return signalPassFailure();
+    }
+    // The outputs (the loss first) leave whole.
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    for (OpOperand &use : ret->getOpOperands()) {
+      auto type = llvm::cast<RankedTensorType>(use.get().getType());
+      use.set(reconcile(use.get(), Sharding(type.getRank()), false, ret));
+    }
+    forward.setType(
+        FunctionType::get(module.getContext(), {}, ret->getOperandTypes()));
+  }
+};
+
+} // namespace

@@ -1,0 +1,53 @@
+//===- Sharding.h - Shardings of values and factor assignments --*- C++ -*-===//
+//
+// A value's sharding is, per dimension, the mesh axis it is split over ("" =
+// whole). The propagation pass writes them on the defining op as
+// `strata.sharding = [["", "tp"], ...]` (one list per result); a user may
+// write them by hand as seeds. `assignFactors` turns the shardings around an
+// op into the axis of each factor of its rule, the one decision both passes
+// share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_PASSES_SHARDING_SHARDING_H
+#define STRATA_PASSES_SHARDING_SHARDING_H
+
+#include "dialects/strata/StrataSharding.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <optional>
+#include <string>
+
+namespace strata {
+
+constexpr const char *kShardingAttr = "strata.sharding";
+
+/// Per dimension, the mesh axis ("" = whole).
+using Sharding = llvm::SmallVector<std::string>;
+
+/// The shardings written on `op` for its results; nullopt when absent or
+/// malformed (one list per result, one string per dimension).
+std::optional<llvm::SmallVector<Sharding>> readShardings(mlir::Operation *op);
+void writeShardings(mlir::Operation *op, llvm::ArrayRef<Sharding> shardings);
+
+bool isReplicated(const Sharding &s);
+std::string shardingStr(const Sharding &s);
+
+/// The axis of each factor of `rule` for `op`, from the known shardings of
+/// its operands (parameters first, so weights win over activations) and
+/// then of its results. A factor takes an axis only if every dimension it
+/// leads divides by the mesh size `meshSize`, and an axis goes to one factor
+/// only. `known` returns the sharding of a value, if any.
+llvm::SmallVector<std::string>
+assignFactors(mlir::Operation *op, const ShardingRule &rule, int64_t meshSize,
+              llvm::function_ref<const Sharding *(mlir::Value)> known);
+
+/// The sharding of dimension list `dims` under `factorAxis`: each dimension
+/// takes the axis of its major factor.
+Sharding shardingFrom(const ShardingRule::TensorFactors &dims,
+                      llvm::ArrayRef<std::string> factorAxis);
+
+} // namespace strata
+
+#endif // STRATA_PASSES_SHARDING_SHARDING_H
