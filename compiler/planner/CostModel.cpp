@@ -514,8 +514,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
                    memoryBoundTime(T * h / outside * 3 * e) +
                    gemmTime(T, V / t, h, 1) + gemmTime(T, h, V / t, 1) +
                    gemmTime(h, V / t, T, 1) +
-                   memoryBoundTime(T * V / t * (e + 12)) +
-                   memoryBoundTime(T * V / t * (e + 8));
+                   memoryBoundTime(T * V / t * crossEntropyForwardBytes(e)) +
+                   memoryBoundTime(T * V / t * crossEntropyBackwardBytes(e));
   if (p.tp > 1) {
     sc.firstTpComm = allReduceTime(T * h * e, tpStride, p.tp);
     sc.lastTpComm = allReduceTime(T * h * e, tpStride, p.tp) +

@@ -367,7 +367,7 @@ TEST(CostModel, FusedAttentionKeepsNoScores) {
 
 TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   // H100, 32 heads of s = 4096, d = 128, causal: forward = 2 GEMMs of
-  // 2 s^2 d over half the blocks at 0.72 of 989 TFLOP/s, with 32 x 32 query
+  // 2 s^2 d over half the blocks at H100's 0.696 of 989 TFLOP/s, with 32 x 32 query
   // blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
   // s^2/2 exponentials per head at 132 x 16 x 1.83 GHz.
   ModelDesc m = gpt(4096, 32, 4, 4096);
@@ -375,7 +375,8 @@ TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   AnalyticalCostModel cm(m, preset("dgx-h100:1"));
   double s = 4096, d = 128, heads = 32;
   double tile = 1024.0 / (8 * 132), depth = 2048.0 / (2048 + 128);
-  double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * 0.72 * tile * depth);
+  double eff = 0.72 * (821.2 / 989) / (267.9 / 312); // 0.6963
+  double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * eff * tile * depth);
   double ex = s * s * heads * 0.5 / (132 * 16 * 1.83e9 * tile);
   EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6, 1e-9);
   // Backward: 5 GEMMs and the exponentials again.
@@ -417,4 +418,22 @@ TEST(CostModel, CpuRanksShareTheHostsMemoryBandwidth) {
   c.hostMemoryBandwidth = 0;
   AnalyticalCostModel alone(gpt(256, 4, 2, 128, 1024), c);
   EXPECT_NEAR(alone.memoryBoundTime(100e6), 100e6 / own, 1e-12);
+}
+
+TEST(CostModel, HeadPaysUnfusedFp32CrossEntropyTraffic) {
+  // GPT h = 1024, V = 50304, s = 1024, micro-batch 2 on one A100 (tp 1):
+  // the head is the final norm (2e and 3e bytes per element), the logits
+  // GEMM forward and its two backward GEMMs, and the fp32 cross entropy at
+  // 38 bytes per logit forward and 14 backward (bf16 logits: 52 in all).
+  ModelDesc m = gpt(1024, 16, 4, 1024, 50304);
+  AnalyticalCostModel cm(m, preset("dgx-a100:1"));
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::crossEntropyForwardBytes(2), 38);
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::crossEntropyBackwardBytes(2), 14);
+  double T = 2 * 1024, h = 1024, V = 50304, e = 2;
+  double expected = cm.memoryBoundTime(T * h * 2 * e) +
+                    cm.memoryBoundTime(T * h * 3 * e) +
+                    cm.gemmTime(T, V, h, 1) + cm.gemmTime(T, h, V, 1) +
+                    cm.gemmTime(h, V, T, 1) +
+                    T * V * 52 / (2039e9 * 0.8) + 2 * 5e-6;
+  EXPECT_NEAR(cm.stageCosts(plan(1, 1, 1, 2, 1)).lastCompute, expected, 1e-9);
 }
