@@ -418,7 +418,8 @@ struct ParamBytes {
 static ParamBytes paramBytes(const ModelDesc &m) {
   double e = double(m.dtypeBytes);
   double master = m.mixedPrecision() ? 4 : 0;
-  ParamBytes b{e, e, master, 0};
+  double grad = m.gradientBytes > 0 ? double(m.gradientBytes) : e;
+  ParamBytes b{e, grad, master, 0};
   switch (m.optimizer) {
   case ModelDesc::Optimizer::Adam:
     b.optimizer += 8;

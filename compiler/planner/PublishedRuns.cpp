@@ -121,6 +121,14 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     // BigScience's 2022 Megatron-DeepSpeed (fused softmax over stored scores).
     if (contains(framework, "DeepSpeed"))
       m.attention = ModelDesc::Attention::Unfused;
+    // Megatron-LM (and NeMo on Megatron-Core) accumulate and reduce bf16
+    // gradients in fp32 (`accumulate_allreduce_grads_in_fp32`, forced on
+    // for bf16 in arguments.py).
+    bool megatron = (contains(framework, "Megatron") ||
+                     contains(framework, "NeMo")) &&
+                    !contains(framework, "DeepSpeed");
+    if (megatron)
+      m.gradientBytes = 4;
     std::string why;
     if (!m.validate(why)) {
       skipped.push_back(r.id + ": " + why);
@@ -187,10 +195,10 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       pin("bucket_bytes=" + std::to_string(int64_t(layerBytes)));
     else if (contains(framework, "DeepSpeed"))
       pin("bucket_bytes=" + std::to_string(int64_t(500e6) * m.dtypeBytes));
-    else if (contains(framework, "Megatron") || contains(framework, "NeMo"))
+    else if (megatron)
       pin("bucket_bytes=" +
           std::to_string(std::max<int64_t>(40000000, 1000000 * dp) *
-                         m.dtypeBytes));
+                         m.gradientBytes));
     std::string rc = get("recompute");
     if (rc == "none")
       pin("recompute=none");

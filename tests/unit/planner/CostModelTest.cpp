@@ -437,3 +437,26 @@ TEST(CostModel, HeadPaysUnfusedFp32CrossEntropyTraffic) {
                     T * V * 52 / (2039e9 * 0.8) + 2 * 5e-6;
   EXPECT_NEAR(cm.stageCosts(plan(1, 1, 1, 2, 1)).lastCompute, expected, 1e-9);
 }
+
+TEST(CostModel, Fp32GradientsDoubleGradientMemoryAndReduction) {
+  // GPT h = 1024, 4 layers, bf16: a layer has 12h^2 + 13h parameters; with
+  // Megatron's fp32 gradient accumulation (gradientBytes = 4) each takes 4
+  // gradient bytes instead of 2, and the dp = 8 all-reduce moves twice the
+  // bytes.
+  ModelDesc bf16 = gpt(1024, 16, 4, 1024, 50304);
+  ModelDesc fp32 = bf16;
+  fp32.gradientBytes = 4;
+  ClusterSpec c = preset("dgx-a100:1");
+  AnalyticalCostModel a(bf16, c), b(fp32, c);
+  Plan p = plan(8, 1, 1, 1, 1);
+  p.zero = 0;
+  double h = 1024, layerParams = 12 * h * h + 13 * h;
+  EXPECT_DOUBLE_EQ(a.stageCosts(p).layerGrads, 2 * layerParams);
+  EXPECT_DOUBLE_EQ(b.stageCosts(p).layerGrads, 4 * layerParams);
+  // Weights and optimizer state do not change.
+  EXPECT_DOUBLE_EQ(a.stageCosts(p).layerWeights, b.stageCosts(p).layerWeights);
+  EXPECT_DOUBLE_EQ(a.stageCosts(p).layerOptState,
+                   b.stageCosts(p).layerOptState);
+  // The gradient all-reduce moves twice the bytes: more of it is exposed.
+  EXPECT_GT(b.stageCosts(p).dpExposed, a.stageCosts(p).dpExposed);
+}
