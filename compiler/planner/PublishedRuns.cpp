@@ -127,7 +127,9 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     bool megatron = (contains(framework, "Megatron") ||
                      contains(framework, "NeMo")) &&
                     !contains(framework, "DeepSpeed");
-    if (megatron)
+    // torchtitan's FSDP2 policy reduces in fp32
+    // (MixedPrecisionPolicy(reduce_dtype=float32), its only choice).
+    if (megatron || r.sourceKey.rfind("TT", 0) == 0)
       m.gradientBytes = 4;
     std::string why;
     if (!m.validate(why)) {

@@ -460,3 +460,25 @@ TEST(CostModel, Fp32GradientsDoubleGradientMemoryAndReduction) {
   // The gradient all-reduce moves twice the bytes: more of it is exposed.
   EXPECT_GT(b.stageCosts(p).dpExposed, a.stageCosts(p).dpExposed);
 }
+
+TEST(CostModel, ZeroThreeReducesGradientsInTheirDtype) {
+  // CPU ranks (no overlap): a ZeRO-3 layer pays its forward gather, its
+  // backward gather and its gradient reduce-scatter in full. With fp32
+  // gradients (FSDP's reduce_dtype = float32) the gathers stay bf16 and the
+  // reduce-scatter moves 4 bytes per parameter.
+  ModelDesc m = gpt(256, 4, 2, 128, 1024);
+  m.gradientBytes = 4;
+  AnalyticalCostModel cm(m, preset("local:2"));
+  Plan p = plan(2, 1, 1, 1, 1);
+  p.zero = 3;
+  double h = 256, layerParams = 12 * h * h + 13 * h;
+  double ag = cm.allGatherTime(layerParams * 2, 1, 2);
+  double rs = cm.reduceScatterTime(layerParams * 4, 1, 2);
+  StageCosts sc = cm.stageCosts(p);
+  EXPECT_NEAR(sc.layerZeroComm, 2 * ag + rs, 1e-12);
+  // Two gathered bf16 layers and one unsharded fp32 gradient.
+  ModelDesc bf = gpt(256, 4, 2, 128, 1024);
+  AnalyticalCostModel cmBf(bf, preset("local:2"));
+  EXPECT_DOUBLE_EQ(sc.commBuffers - cmBf.stageCosts(p).commBuffers,
+                   layerParams * 2);
+}
