@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/PublishedRuns.h"
+#include "compiler/planner/CostModel.h"
 
 #include <algorithm>
 #include <cctype>
@@ -215,6 +216,19 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       pin("sp=false");
     if (m.attention == ModelDesc::Attention::Unfused)
       r.reading += " (unfused attention)";
+    // Megatron-DeepSpeed's `--pp-partition-method type:transformer|embedding`
+    // (BLOOM) balances layers and embeddings alike: the tied embedding takes
+    // one layer's slot on the first and on the last stage.
+    std::string notes = get("notes");
+    if (contains(notes, "type:transformer|embedding") && pp > 1 &&
+        (m.layers + 2) % pp == 0) {
+      int64_t per = (m.layers + 2) / pp;
+      r.stageLayers.assign(pp, per);
+      r.stageLayers.front() -= 1, r.stageLayers.back() -= 1;
+      r.reading += " stage_layers=" + std::to_string(per - 1) + "," +
+                   std::to_string(per) + "..." + std::to_string(per) + "," +
+                   std::to_string(per - 1);
+    }
 
     double iter = numCell(get("reported_iter_time_s"));
     double tokens = numCell(get("reported_tokens_per_s_per_gpu"));
@@ -232,6 +246,18 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     runs.push_back(std::move(r));
   }
   return runs;
+}
+
+PlanResult planAsStated(const PublishedRun &r) {
+  PlanResult res = searchPlans(r.desc, r.cluster, r.options);
+  if (!res.ok || r.stageLayers.empty())
+    return res;
+  Plan &p = res.plans[0].plan;
+  if (int64_t(r.stageLayers.size()) != p.pp * p.vpp)
+    return res;
+  p.stageLayers = r.stageLayers;
+  res.plans[0].estimate = AnalyticalCostModel(r.desc, r.cluster).estimate(p);
+  return res;
 }
 
 double predictedMetric(const PublishedRun &r, const Estimate &e) {
