@@ -39,7 +39,7 @@ static void printPublishedRuns() {
               "predicted | error | fits (GiB) | planner's plan | breakdown "
               "(s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const PublishedRun &r : runs) {
-    PlanResult p = searchPlans(r.desc, r.cluster, r.options);
+    PlanResult p = planAsStated(r);
     if (!p.ok) {
       std::printf("| %s | %s | %lld | %s | | %.4g | infeasible: %s |\n",
                   r.id.c_str(), r.model.c_str(),

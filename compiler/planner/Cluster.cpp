@@ -152,7 +152,19 @@ static ClusterSpec withA100(ClusterSpec c) {
 /// H100 specifics shared by dgx-h100:N and h100:N: third-generation NVSwitch
 /// reduces in the switch (NVLS): nccl-tests all_reduce_perf on 8 H100 SXM
 /// reports 460-480 GB/s bus bandwidth.
+///
+/// Sustained GEMM efficiency: the A100's 0.72 (0.9 clock x 0.8 cuBLAS, set on
+/// the SC'21 rows) scaled by the ratio of the two GPUs' maximum achievable
+/// matmul throughput measured the same way (mamf-finder, best bf16 shape:
+/// A100 SXM 267.9 of 312, H100 SXM 80GB 821.2 of 989 TFLOP/s;
+/// github.com/mag-/gpu_benchmark README). docs/cost-model.md, "Devices".
+double h100GemmEfficiency() {
+  constexpr double a100Mamf = 267.9 / 312.0, h100Mamf = 821.2 / 989.0;
+  return 0.72 * h100Mamf / a100Mamf;
+}
+
 static ClusterSpec withH100(ClusterSpec c) {
+  c.device.gemmEfficiency = h100GemmEfficiency();
   c.levels[0].nvlsBusBandwidth = 480e9;
   c.device.expRate = 132 * 16 * 1.83e9;
   return c;

@@ -73,6 +73,9 @@ struct DeviceSpec {
 /// (docs/cluster-spec.md lists them).
 void applyKindDefaults(DeviceSpec &device);
 
+/// The dgx-h100 / h100 presets' sustained GEMM efficiency (Cluster.cpp).
+double h100GemmEfficiency();
+
 /// One level of the topology tree, innermost first. `size` units of the level
 /// below (devices for level 0) form one unit of this level.
 struct TopologyLevel {

@@ -426,7 +426,8 @@ double AnalyticalCostModel::modelFlopsPerStep(int64_t globalBatch) const {
 ParamBytes paramBytes(const ModelDesc &m) {
   double e = double(m.dtypeBytes);
   double master = m.mixedPrecision() ? 4 : 0;
-  ParamBytes b{e, e, master, 0};
+  double grad = m.gradientBytes > 0 ? double(m.gradientBytes) : e;
+  ParamBytes b{e, grad, master, 0};
   switch (m.optimizer) {
   case ModelDesc::Optimizer::Adam:
     b.optimizer += 8;
@@ -496,18 +497,18 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // layer's backward; what outlasts that compute is exposed, and the first
   // layer's forward gather of each micro-batch has nothing to hide under.
   if (p.zero >= 3 && p.dp > 1) {
-    double bytes = layerParams * e;
-    double ag = allGatherTime(bytes, dpStride, p.dp);
-    double rs = reduceScatterTime(bytes, dpStride, p.dp);
+    // Parameters are gathered in the activation dtype, gradients reduced in
+    // theirs (fp32 under FSDP's reduce_dtype=float32).
+    double ag = allGatherTime(layerParams * e, dpStride, p.dp);
+    double rs = reduceScatterTime(layerParams * pb.grad, dpStride, p.dp);
     sc.layerZeroComm = overlappedCommTime(ag, lc.fwd) +
                        overlappedCommTime(ag + rs, lc.bwd + lc.recompute);
     sc.zeroFirstGather = commOverlapsCompute() ? ag : 0;
     // The embedding and the head are gathered at the start of their pass
     // (nothing to hide under) and reduce-scattered at its end.
     auto ends = [&](double params) {
-      double b = params * e;
-      return 2 * allGatherTime(b, dpStride, p.dp) +
-             reduceScatterTime(b, dpStride, p.dp);
+      return 2 * allGatherTime(params * e, dpStride, p.dp) +
+             reduceScatterTime(params * pb.grad, dpStride, p.dp);
     };
     sc.firstZeroComm = ends(embedParams);
     sc.lastZeroComm = ends(headParams);
@@ -524,8 +525,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
                    memoryBoundTime(T * h / outside * 3 * e) +
                    gemmTime(T, V / t, h, 1) + gemmTime(T, h, V / t, 1) +
                    gemmTime(h, V / t, T, 1) +
-                   memoryBoundTime(T * V / t * (e + 12)) +
-                   memoryBoundTime(T * V / t * (e + 8));
+                   memoryBoundTime(T * V / t * crossEntropyForwardBytes(e)) +
+                   memoryBoundTime(T * V / t * crossEntropyBackwardBytes(e));
   if (p.tp > 1) {
     sc.firstTpComm = allReduceTime(T * h * e, tpStride, p.tp);
     sc.lastTpComm = allReduceTime(T * h * e, tpStride, p.tp) +
@@ -559,7 +560,7 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // Current + prefetched gathered layer, and the layer's unsharded
   // gradient before its reduce-scatter.
   if (p.zero >= 3 && p.dp > 1)
-    sc.commBuffers += 3 * layerParams * e;
+    sc.commBuffers += layerParams * (2 * e + pb.grad);
 
   // Step-level terms use an average stage (L/pp layers) plus the embedding,
   // so they do not depend on the layer assignment the search optimises.

@@ -128,6 +128,15 @@ public:
   double fusedAttentionTime(double heads, double s, double d,
                             bool backward) const;
   double memoryBoundTime(double bytes) const;
+  /// Bytes per logit of the unfused fp32 cross entropy (Megatron-LM's
+  /// vocab-parallel one; PyTorch's F.cross_entropy on upcast logits moves
+  /// about as many): forward casts to fp32 (read e, write 4), takes the max
+  /// (read 4), subtracts it, exponentiates and normalises in place (read and
+  /// write 4 each) and sums (read 4): 36 + e; backward scales the saved
+  /// softmax by the loss gradient (read and write 4) and casts back (read 4,
+  /// write e): 12 + e.
+  static double crossEntropyForwardBytes(double e) { return 36 + e; }
+  static double crossEntropyBackwardBytes(double e) { return 12 + e; }
   /// What a collective of `comm` seconds adds to `compute` seconds of
   /// kernels it overlaps: the compute units its kernels occupy
   /// (DeviceSpec::collectiveUnits) slow the compute while both run, and

@@ -60,6 +60,10 @@ struct ModelDesc {
   /// Adam keeps m and v (8 in fp32), plus a 4-byte fp32 master copy in mixed
   /// precision; SGD keeps momentum (4) or nothing.
   enum class Optimizer { Adam, Sgd, SgdMomentum } optimizer = Optimizer::Adam;
+  /// Bytes per gradient element as accumulated and reduced; 0 means
+  /// `dtypeBytes`. Megatron-LM with bf16 forces fp32 (4):
+  /// `accumulate_allreduce_grads_in_fp32` (docs/cost-model.md, "Memory").
+  int64_t gradientBytes = 0;
   int64_t globalBatch = 0; ///< sequences per step; 0 = not given
   bool tiedEmbedding = true;
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/PublishedRuns.h"
+#include "compiler/planner/CostModel.h"
 
 #include <algorithm>
 #include <cctype>
@@ -121,6 +122,16 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     // BigScience's 2022 Megatron-DeepSpeed (fused softmax over stored scores).
     if (contains(framework, "DeepSpeed"))
       m.attention = ModelDesc::Attention::Unfused;
+    // Megatron-LM (and NeMo on Megatron-Core) accumulate and reduce bf16
+    // gradients in fp32 (`accumulate_allreduce_grads_in_fp32`, forced on
+    // for bf16 in arguments.py).
+    bool megatron = (contains(framework, "Megatron") ||
+                     contains(framework, "NeMo")) &&
+                    !contains(framework, "DeepSpeed");
+    // torchtitan's FSDP2 policy reduces in fp32
+    // (MixedPrecisionPolicy(reduce_dtype=float32), its only choice).
+    if (megatron || r.sourceKey.rfind("TT", 0) == 0)
+      m.gradientBytes = 4;
     std::string why;
     if (!m.validate(why)) {
       skipped.push_back(r.id + ": " + why);
@@ -187,10 +198,10 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       pin("bucket_bytes=" + std::to_string(int64_t(layerBytes)));
     else if (contains(framework, "DeepSpeed"))
       pin("bucket_bytes=" + std::to_string(int64_t(500e6) * m.dtypeBytes));
-    else if (contains(framework, "Megatron") || contains(framework, "NeMo"))
+    else if (megatron)
       pin("bucket_bytes=" +
           std::to_string(std::max<int64_t>(40000000, 1000000 * dp) *
-                         m.dtypeBytes));
+                         m.gradientBytes));
     std::string rc = get("recompute");
     if (rc == "none")
       pin("recompute=none");
@@ -205,6 +216,19 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       pin("sp=false");
     if (m.attention == ModelDesc::Attention::Unfused)
       r.reading += " (unfused attention)";
+    // Megatron-DeepSpeed's `--pp-partition-method type:transformer|embedding`
+    // (BLOOM) balances layers and embeddings alike: the tied embedding takes
+    // one layer's slot on the first and on the last stage.
+    std::string notes = get("notes");
+    if (contains(notes, "type:transformer|embedding") && pp > 1 &&
+        (m.layers + 2) % pp == 0) {
+      int64_t per = (m.layers + 2) / pp;
+      r.stageLayers.assign(pp, per);
+      r.stageLayers.front() -= 1, r.stageLayers.back() -= 1;
+      r.reading += " stage_layers=" + std::to_string(per - 1) + "," +
+                   std::to_string(per) + "..." + std::to_string(per) + "," +
+                   std::to_string(per - 1);
+    }
 
     double iter = numCell(get("reported_iter_time_s"));
     double tokens = numCell(get("reported_tokens_per_s_per_gpu"));
@@ -222,6 +246,18 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     runs.push_back(std::move(r));
   }
   return runs;
+}
+
+PlanResult planAsStated(const PublishedRun &r) {
+  PlanResult res = searchPlans(r.desc, r.cluster, r.options);
+  if (!res.ok || r.stageLayers.empty())
+    return res;
+  Plan &p = res.plans[0].plan;
+  if (int64_t(r.stageLayers.size()) != p.pp * p.vpp)
+    return res;
+  p.stageLayers = r.stageLayers;
+  res.plans[0].estimate = AnalyticalCostModel(r.desc, r.cluster).estimate(p);
+  return res;
 }
 
 double predictedMetric(const PublishedRun &r, const Estimate &e) {

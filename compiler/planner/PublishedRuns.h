@@ -37,7 +37,15 @@ struct PublishedRun {
   double measured = 0;
   /// How the row was read (the pins and assumptions), for the table.
   std::string reading;
+  /// Layers per pipeline stage when the source fixes the partition (BLOOM:
+  /// the embedding takes a layer's slot on the first and last stage);
+  /// empty when the planner places them.
+  std::vector<int64_t> stageLayers;
 };
+
+/// The pinned search for `run`, with the best plan's layer partition (and
+/// estimate) replaced by the source's when it states one.
+PlanResult planAsStated(const PublishedRun &run);
 
 /// Parses the CSV at `path`; rows it cannot read are skipped with a reason
 /// appended to `skipped`. Returns an empty list if the file is missing.

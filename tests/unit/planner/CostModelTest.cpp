@@ -367,7 +367,7 @@ TEST(CostModel, FusedAttentionKeepsNoScores) {
 
 TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   // H100, 32 heads of s = 4096, d = 128, causal: forward = 2 GEMMs of
-  // 2 s^2 d over half the blocks at 0.72 of 989 TFLOP/s, with 32 x 32 query
+  // 2 s^2 d over half the blocks at H100's 0.696 of 989 TFLOP/s, with 32 x 32 query
   // blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
   // s^2/2 exponentials per head at 132 x 16 x 1.83 GHz.
   ModelDesc m = gpt(4096, 32, 4, 4096);
@@ -375,7 +375,8 @@ TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   AnalyticalCostModel cm(m, preset("dgx-h100:1"));
   double s = 4096, d = 128, heads = 32;
   double tile = 1024.0 / (8 * 132), depth = 2048.0 / (2048 + 128);
-  double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * 0.72 * tile * depth);
+  double eff = 0.72 * (821.2 / 989) / (267.9 / 312); // 0.6963
+  double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * eff * tile * depth);
   double ex = s * s * heads * 0.5 / (132 * 16 * 1.83e9 * tile);
   EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6, 1e-9);
   // Backward: 5 GEMMs and the exponentials again.
@@ -417,4 +418,67 @@ TEST(CostModel, CpuRanksShareTheHostsMemoryBandwidth) {
   c.hostMemoryBandwidth = 0;
   AnalyticalCostModel alone(gpt(256, 4, 2, 128, 1024), c);
   EXPECT_NEAR(alone.memoryBoundTime(100e6), 100e6 / own, 1e-12);
+}
+
+TEST(CostModel, HeadPaysUnfusedFp32CrossEntropyTraffic) {
+  // GPT h = 1024, V = 50304, s = 1024, micro-batch 2 on one A100 (tp 1):
+  // the head is the final norm (2e and 3e bytes per element), the logits
+  // GEMM forward and its two backward GEMMs, and the fp32 cross entropy at
+  // 38 bytes per logit forward and 14 backward (bf16 logits: 52 in all).
+  ModelDesc m = gpt(1024, 16, 4, 1024, 50304);
+  AnalyticalCostModel cm(m, preset("dgx-a100:1"));
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::crossEntropyForwardBytes(2), 38);
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::crossEntropyBackwardBytes(2), 14);
+  double T = 2 * 1024, h = 1024, V = 50304, e = 2;
+  double expected = cm.memoryBoundTime(T * h * 2 * e) +
+                    cm.memoryBoundTime(T * h * 3 * e) +
+                    cm.gemmTime(T, V, h, 1) + cm.gemmTime(T, h, V, 1) +
+                    cm.gemmTime(h, V, T, 1) +
+                    T * V * 52 / (2039e9 * 0.8) + 2 * 5e-6;
+  EXPECT_NEAR(cm.stageCosts(plan(1, 1, 1, 2, 1)).lastCompute, expected, 1e-9);
+}
+
+TEST(CostModel, Fp32GradientsDoubleGradientMemoryAndReduction) {
+  // GPT h = 1024, 4 layers, bf16: a layer has 12h^2 + 13h parameters; with
+  // Megatron's fp32 gradient accumulation (gradientBytes = 4) each takes 4
+  // gradient bytes instead of 2, and the dp = 8 all-reduce moves twice the
+  // bytes.
+  ModelDesc bf16 = gpt(1024, 16, 4, 1024, 50304);
+  ModelDesc fp32 = bf16;
+  fp32.gradientBytes = 4;
+  ClusterSpec c = preset("dgx-a100:1");
+  AnalyticalCostModel a(bf16, c), b(fp32, c);
+  Plan p = plan(8, 1, 1, 1, 1);
+  p.zero = 0;
+  double h = 1024, layerParams = 12 * h * h + 13 * h;
+  EXPECT_DOUBLE_EQ(a.stageCosts(p).layerGrads, 2 * layerParams);
+  EXPECT_DOUBLE_EQ(b.stageCosts(p).layerGrads, 4 * layerParams);
+  // Weights and optimizer state do not change.
+  EXPECT_DOUBLE_EQ(a.stageCosts(p).layerWeights, b.stageCosts(p).layerWeights);
+  EXPECT_DOUBLE_EQ(a.stageCosts(p).layerOptState,
+                   b.stageCosts(p).layerOptState);
+  // The gradient all-reduce moves twice the bytes: more of it is exposed.
+  EXPECT_GT(b.stageCosts(p).dpExposed, a.stageCosts(p).dpExposed);
+}
+
+TEST(CostModel, ZeroThreeReducesGradientsInTheirDtype) {
+  // CPU ranks (no overlap): a ZeRO-3 layer pays its forward gather, its
+  // backward gather and its gradient reduce-scatter in full. With fp32
+  // gradients (FSDP's reduce_dtype = float32) the gathers stay bf16 and the
+  // reduce-scatter moves 4 bytes per parameter.
+  ModelDesc m = gpt(256, 4, 2, 128, 1024);
+  m.gradientBytes = 4;
+  AnalyticalCostModel cm(m, preset("local:2"));
+  Plan p = plan(2, 1, 1, 1, 1);
+  p.zero = 3;
+  double h = 256, layerParams = 12 * h * h + 13 * h;
+  double ag = cm.allGatherTime(layerParams * 2, 1, 2);
+  double rs = cm.reduceScatterTime(layerParams * 4, 1, 2);
+  StageCosts sc = cm.stageCosts(p);
+  EXPECT_NEAR(sc.layerZeroComm, 2 * ag + rs, 1e-12);
+  // Two gathered bf16 layers and one unsharded fp32 gradient.
+  ModelDesc bf = gpt(256, 4, 2, 128, 1024);
+  AnalyticalCostModel cmBf(bf, preset("local:2"));
+  EXPECT_DOUBLE_EQ(sc.commBuffers - cmBf.stageCosts(p).commBuffers,
+                   layerParams * 2);
 }
