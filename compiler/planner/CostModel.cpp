@@ -330,7 +330,9 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     double perLayer = m.kind == ModelDesc::Kind::Transformer ? 2 : 1;
     double count =
         2 * perLayer + (p.recompute == Recompute::Full ? perLayer : 0);
-    double bytes = T * double(m.hidden) * e;
+    // Mixed precision reduces the partial sums in float32.
+    double bytes =
+        T * double(m.hidden) * (m.mixedPrecision() && stratasLayout() ? 4 : e);
     lc.tpComm = count * allReduceTime(bytes, p.stride(Axis::TP), p.tp);
     // Replicated kv heads: every rank holds the whole k and v projections
     // and sums their gradients over the group each micro-batch.
@@ -371,10 +373,21 @@ struct ParamBytes {
 };
 } // namespace
 
-static ParamBytes paramBytes(const ModelDesc &m) {
+static ParamBytes paramBytes(const ModelDesc &m, const Plan &p,
+                             bool stratasLayout) {
   double e = double(m.dtypeBytes);
   double master = m.mixedPrecision() ? 4 : 0;
   ParamBytes b{e, e, master, 0};
+  // Mixed precision as Strata's CPU runtime does it: the persistent weight
+  // is the float32 master, gradients accumulate in float32 main gradients
+  // (plus a bf16 copy of each bucket for a bf16 reduction); the bf16
+  // working copies of the weights are transient and counted with the
+  // activations.
+  if (m.mixedPrecision() && stratasLayout) {
+    b.weight = 4;
+    b.grad = 4 + (p.bf16GradReduce && p.dp > 1 ? 2 : 0);
+    b.optimizer = 0;
+  }
   switch (m.optimizer) {
   case ModelDesc::Optimizer::Adam:
     b.optimizer += 8;
@@ -424,7 +437,12 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // it is another device than the first, and the final norm.
   double headParams = (m.tiedEmbedding && p.pp == 1 ? 0 : V * h / t) +
                       (p.pp == 1 ? 0 : finalNorm);
-  ParamBytes pb = paramBytes(m);
+  ParamBytes pb = paramBytes(m, p, stratasLayout());
+  bool mixed = m.mixedPrecision() && stratasLayout();
+  // Bytes per weight element that collectives move: float32 masters under
+  // mixed precision (ZeRO gathers), gradients in the reduction dtype.
+  double weightWire = mixed ? 4 : e;
+  double gradWire = !mixed ? e : p.bf16GradReduce ? 2 : 4;
   auto statics = [&](double params, double &w, double &g, double &o) {
     w = params * pb.weight / (p.zero >= 3 ? dp : 1);
     g = params * pb.grad / (p.zero >= 2 ? dp : 1);
@@ -438,10 +456,10 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // recomputation, and reduce-scatters its gradients, every micro-batch;
   // prefetching hides what fits under the layer's own compute.
   if (p.zero >= 3 && p.dp > 1) {
-    double bytes = layerParams * e;
+    double bytes = layerParams * weightWire;
     double gathers = 2 + (p.recompute == Recompute::Full ? 1 : 0);
     double comm = gathers * allGatherTime(bytes, dpStride, p.dp) +
-                  reduceScatterTime(bytes, dpStride, p.dp);
+                  reduceScatterTime(layerParams * gradWire, dpStride, p.dp);
     sc.layerZeroComm =
         commOverlapsCompute() ? std::max(0.0, comm - sc.layerCompute) : comm;
   }
@@ -478,9 +496,15 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
 
   // Memory per micro-batch in flight and per device.
   sc.layerActivation = lc.saved;
+  // Mixed precision: each micro-batch casts the layer's weights to bf16 in
+  // the forward pass and reads the copies again in the backward pass.
+  if (mixed)
+    sc.layerActivation += layerParams * e;
   sc.transientActivation = lc.transient;
   sc.firstActivation = m.dropout ? T * h / outside : 0; // dropout mask
   sc.lastActivation = T * V / t * (4 + 4 + e); // fp32 logits, softmax, grad
+  if (mixed)                                   // the head's bf16 weight copy
+    sc.lastActivation += V * h / t * e;
   sc.reserved = dev.reservedBytes;
   sc.memoryLimit = dev.memoryBytes;
   if (p.dp > 1 && p.zero < 3)
@@ -490,14 +514,14 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   if (p.sp && p.tp > 1)
     sc.commBuffers += T * h * e; // all-gathered sequence
   if (p.zero >= 3 && p.dp > 1)
-    sc.commBuffers += 2 * layerParams * e; // current + prefetched layer
+    sc.commBuffers += 2 * layerParams * weightWire; // current + prefetched
 
   // Step-level terms use an average stage (L/pp layers) plus the embedding,
   // so they do not depend on the layer assignment the search optimises.
   double stageLayers = double(m.layers) / double(p.pp);
   double stageParams = stageLayers * layerParams + embedParams;
   if (p.dp > 1 && p.zero < 3) {
-    double bytes = stageParams * pb.grad;
+    double bytes = stageParams * gradWire;
     double backward = stageLayers * lc.bwd;
     double forward = stageLayers * lc.fwd;
     double lastBucket = 1.0 / (stageLayers + 1.0);
@@ -514,7 +538,7 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
       // Reduce-scatter hides under the last backward, the parameter
       // all-gather under the next step's first forward.
       double rs = reduceScatterTime(bytes, dpStride, p.dp);
-      double ag = allGatherTime(stageParams * e, dpStride, p.dp);
+      double ag = allGatherTime(stageParams * weightWire, dpStride, p.dp);
       sc.dpExposed = exposed(rs, backward) + exposed(ag, forward);
     }
   }

@@ -93,6 +93,12 @@ public:
   /// data with copy engines and NICs beside the SMs; a single-threaded CPU
   /// rank moves shared-memory MPI traffic with the same core that computes.
   bool commOverlapsCompute() const { return c.device.kind != "cpu"; }
+  /// Whether memory and traffic follow Strata's own (CPU) runtime: fp32
+  /// masters and main gradients under mixed precision, fp32 tensor-parallel
+  /// reductions. GPU clusters follow Megatron-LM's GPU implementation (16-bit
+  /// weights and gradients, fp32 masters in the optimizer state), which the
+  /// validation against published runs checks.
+  bool stratasLayout() const { return c.device.kind == "cpu"; }
   double gemmTime(double M, double N, double K, double batch) const;
   double memoryBoundTime(double bytes) const;
   /// Collective times for `bytes` per member over a group of `size` ranks

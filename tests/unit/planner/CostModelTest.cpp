@@ -191,6 +191,36 @@ TEST(CostModel, SixteenBytesPerParameterUnderZero0) {
               16 * params / 4, 1);
 }
 
+// On Strata's CPU runtime mixed precision keeps fp32 masters and fp32 main
+// gradients (4 + 4 + 8 bytes), the bf16 working copies of the weights as
+// activations, and a bf16 copy of the gradient buckets only when the plan
+// reduces in bf16.
+TEST(CostModel, CpuRuntimeKeepsFp32MastersAndMainGradients) {
+  ModelDesc m = gpt(256, 4, 4, 128, 1000); // bfloat16 (PlannerTestUtils)
+  ClusterSpec c = ideal(8, 1, 1e12);
+  c.device.kind = "cpu";
+  AnalyticalCostModel cm(m, c);
+  Plan p = plan(1, 1, 1, 1, 1);
+  p.stageLayers = {4};
+  Estimate e = cm.estimate(p);
+  double params = double(m.totalParams());
+  EXPECT_NEAR(e.memory.weights, 4 * params, 1);
+  EXPECT_NEAR(e.memory.gradients, 4 * params, 1);
+  EXPECT_NEAR(e.memory.optimizerState, 8 * params, 1);
+  // The layer's activations include its weights' bf16 copies.
+  ClusterSpec gpu = ideal(8, 1, 1e12);
+  StageCosts cpuCosts = cm.stageCosts(p);
+  StageCosts gpuCosts = AnalyticalCostModel(m, gpu).stageCosts(p);
+  double layerParams = double(m.layerParams());
+  EXPECT_NEAR(cpuCosts.layerActivation - gpuCosts.layerActivation,
+              2 * layerParams, 1);
+  Plan d = plan(2, 1, 1, 1, 1);
+  d.stageLayers = {4};
+  double fp32Reduce = cm.estimate(d).memory.gradients;
+  d.bf16GradReduce = true;
+  EXPECT_NEAR(cm.estimate(d).memory.gradients - fp32Reduce, 2 * params, 1);
+}
+
 TEST(CostModel, BubbleAndInflightFollowTheSchedules) {
   EXPECT_DOUBLE_EQ(pipelineMakespan({1, 1, 1, 1}, 8, 1), (8 + 3) * 1.0);
   EXPECT_DOUBLE_EQ(pipelineMakespan({2, 2, 2, 2}, 8, 2), (8 + 3.0 / 2) * 2);
