@@ -13,6 +13,8 @@ PACKAGES=(
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   # tests
   libgtest-dev libgmock-dev python3
+  # the HTML plan report's browser test (tests/report; skipped without it)
+  chromium
   # runtime: CPU kernels and MPI
   # libdnnl-dev's CMake package config requires OpenCL (only a Recommends)
   libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin

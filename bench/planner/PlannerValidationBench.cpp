@@ -8,7 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/planner/PublishedRuns.h"
 #include "compiler/planner/Search.h"
+
+#include <cstdlib>
 
 #include <cstdio>
 #include <string>
@@ -23,6 +26,50 @@ struct Row {
   bool inTest;
 };
 } // namespace
+
+/// docs/validation.md's published-runs table.
+static void printPublishedRuns() {
+  const char *dir = std::getenv("STRATA_VALIDATION_DIR");
+  std::string path = std::string(dir ? dir : STRATA_VALIDATION_DIR) +
+                     "/published-runs.csv";
+  std::vector<std::string> skipped;
+  std::vector<PublishedRun> runs = readPublishedRuns(path, skipped);
+  std::printf("\npublished runs (%s)\n\n", path.c_str());
+  std::printf("| row | model | GPUs | pinned as stated | metric | measured | "
+              "predicted | error | fits (GiB) | planner's plan | breakdown "
+              "(s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const PublishedRun &r : runs) {
+    PlanResult p = searchPlans(r.desc, r.cluster, r.options);
+    if (!p.ok) {
+      std::printf("| %s | %s | %lld | %s | | %.4g | infeasible: %s |\n",
+                  r.id.c_str(), r.model.c_str(),
+                  (long long)r.cluster.numDevices(), r.reading.c_str(),
+                  r.measured, p.error.c_str());
+      continue;
+    }
+    const Estimate &e = p.plans[0].estimate;
+    double pred = predictedMetric(r, e);
+    bool lowerIsBetter = r.metric == PublishedMetric::IterationTime;
+    // Error as (predicted speed - measured speed) / measured speed.
+    double err = lowerIsBetter ? r.measured / pred - 1 : pred / r.measured - 1;
+    const char *metric = r.metric == PublishedMetric::IterationTime ? "s/iter"
+                         : r.metric == PublishedMetric::TokensPerGpu
+                             ? "tokens/s/GPU"
+                             : "TFLOP/s/GPU (Megatron)";
+    const TimeBreakdown &t = e.time;
+    std::printf("| %s | %s | %lld | %s | %s | %.4g | %.4g | %+.1f%% | "
+                "%.1f of %.0f | %s | comp %.3g tp %.3g pp %.3g dp %.3g "
+                "zero %.3g bubble %.3g opt %.3g |\n",
+                r.id.c_str(), r.model.c_str(),
+                (long long)r.cluster.numDevices(), r.reading.c_str(), metric,
+                r.measured, pred, 100 * err, e.memory.total() / (1 << 30),
+                e.memoryLimitBytes / (1 << 30),
+                p.plans[0].plan.summary().c_str(), t.compute, t.tpComm,
+                t.ppComm, t.dpComm, t.zeroComm, t.bubble, t.optimizer);
+  }
+  for (const std::string &s : skipped)
+    std::printf("skipped %s\n", s.c_str());
+}
 
 int main() {
   const Row rows[] = {
@@ -46,6 +93,7 @@ int main() {
     m.vocab = 51200, m.seqLen = 2048, m.hidden = r.hidden, m.heads = r.heads;
     m.layers = r.layers, m.ffnHidden = 4 * r.hidden;
     m.dtype = "bfloat16", m.dtypeBytes = 2;
+    m.attention = ModelDesc::Attention::Unfused; // the 2021 system
     std::string err;
     bool isPreset;
     ClusterSpec c =
@@ -86,5 +134,6 @@ int main() {
                 tflops(p), 100 * (tflops(p) / r.measured - 1), sched.c_str(),
                 f.plans[0].plan.summary().c_str(), tflops(f));
   }
+  printPublishedRuns();
   return 0;
 }

@@ -623,6 +623,11 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
               return failure();
             if (llama)
               return success();
+            bool attention = false;
+            if (failed(lowerAttentionOp(other, attention)))
+              return failure();
+            if (attention)
+              return success();
             return other->emitError("the CPU runtime has no lowering for this "
                                     "op");
           });

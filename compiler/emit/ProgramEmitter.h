@@ -292,6 +292,8 @@ private:
   /// The Llama family's ops (EmitLlamaOps.cpp); `handled` is false for any
   /// other op.
   LogicalResult lowerLlamaOp(Operation *op, bool &handled);
+  /// Fused causal attention and its gradient (EmitAttentionOps.cpp).
+  LogicalResult lowerAttentionOp(Operation *op, bool &handled);
   void planUpdates();
   void emitUpdate(rtf::ProgramBuilder &builder);
   void bindValue(Value v, int grad, Operation *sink);

@@ -94,14 +94,10 @@ void applyKindDefaults(DeviceSpec &d) {
   d.gemmRowsHalf = 0;
 }
 
-/// A DGX node: 8 GPUs on NVLink/NVSwitch (`nvlink` bytes/s per GPU, each
-/// direction), 8 InfiniBand adapters per node (`ib` bytes/s each).
-static ClusterSpec dgx(const std::string &preset, int64_t nodes,
-                       const char *gpu, double bf16, double fp32, double hbm,
-                       int units, double nvlink, double ib) {
-  ClusterSpec c;
-  c.name = preset + ":" + std::to_string(nodes);
-  DeviceSpec &d = c.device;
+/// One NVIDIA data-centre GPU of a DGX.
+static DeviceSpec gpuDevice(const char *gpu, double bf16, double fp32,
+                            double hbm, int units) {
+  DeviceSpec d;
   d.name = gpu;
   d.kind = "gpu";
   d.peakFlops = {{"bfloat16", bf16}, {"float16", bf16}, {"float32", fp32}};
@@ -110,19 +106,74 @@ static ClusterSpec dgx(const std::string &preset, int64_t nodes,
   d.memoryBandwidth = hbm;
   d.computeUnits = units;
   applyKindDefaults(d);
+  // NCCL's ring/tree kernels: one thread block per channel, 16 channels on
+  // DGX systems (two per NIC).
+  d.collectiveUnits = 16;
+  return d;
+}
+
+/// A DGX node: 8 GPUs on NVLink/NVSwitch (`nvlink` bytes/s per GPU, each
+/// direction), 8 InfiniBand adapters per node (`ib` bytes/s each).
+static ClusterSpec dgx(const std::string &preset, int64_t nodes,
+                       const char *gpu, double bf16, double fp32, double hbm,
+                       int units, double nvlink, double ib) {
+  ClusterSpec c;
+  c.name = preset + ":" + std::to_string(nodes);
+  c.device = gpuDevice(gpu, bf16, fp32, hbm, units);
   c.levels.push_back({"nvlink", 8, nvlink, 3e-6, 0.8, 1.0});
   c.levels.push_back({"infiniband", nodes, ib, 5e-6, 0.9, 1.0});
   return c;
 }
 
+/// `gpus` GPUs of one NVLink domain (part of a DGX node, or one GPU).
+static ClusterSpec nvlinkDomain(const std::string &preset, int64_t gpus,
+                                const char *gpu, double bf16, double fp32,
+                                double hbm, int units, double nvlink) {
+  ClusterSpec c;
+  c.name = preset + ":" + std::to_string(gpus);
+  c.device = gpuDevice(gpu, bf16, fp32, hbm, units);
+  c.levels.push_back({"nvlink", gpus, nvlink, 3e-6, 0.8, 1.0});
+  return c;
+}
+
+// Special-function units: 16 exponentials per SM per clock, at the clock
+// the dense tensor peak is quoted at (A100 1.41 GHz, H100 1.83 GHz): 2.4 and
+// 3.9 T/s (the latter is FlashAttention-3's figure for H100 SXM5).
+
+/// A100 specifics shared by dgx-a100:N and a100:N.
+static ClusterSpec withA100(ClusterSpec c) {
+  c.device.expRate = 108 * 16 * 1.41e9;
+  return c;
+}
+
+/// H100 specifics shared by dgx-h100:N and h100:N: third-generation NVSwitch
+/// reduces in the switch (NVLS): nccl-tests all_reduce_perf on 8 H100 SXM
+/// reports 460-480 GB/s bus bandwidth.
+static ClusterSpec withH100(ClusterSpec c) {
+  c.levels[0].nvlsBusBandwidth = 480e9;
+  c.device.expRate = 132 * 16 * 1.83e9;
+  return c;
+}
+
 static ClusterSpec dgxA100(int64_t nodes) {
-  return dgx("dgx-a100", nodes, "A100-SXM4-80GB", 312e12, 19.5e12, 2039e9, 108,
-             300e9, 25e9);
+  return withA100(dgx("dgx-a100", nodes, "A100-SXM4-80GB", 312e12, 19.5e12,
+                      2039e9, 108, 300e9, 25e9));
 }
 
 static ClusterSpec dgxH100(int64_t nodes) {
-  return dgx("dgx-h100", nodes, "H100-SXM5-80GB", 989e12, 67e12, 3350e9, 132,
-             450e9, 50e9);
+  return withH100(dgx("dgx-h100", nodes, "H100-SXM5-80GB", 989e12, 67e12,
+                      3350e9, 132, 450e9, 50e9));
+}
+
+// The same GPUs as the DGX presets, `gpus` of them in one NVLink domain.
+static ClusterSpec a100Gpus(int64_t gpus) {
+  return withA100(nvlinkDomain("a100", gpus, "A100-SXM4-80GB", 312e12,
+                               19.5e12, 2039e9, 108, 300e9));
+}
+
+static ClusterSpec h100Gpus(int64_t gpus) {
+  return withH100(nvlinkDomain("h100", gpus, "H100-SXM5-80GB", 989e12, 67e12,
+                               3350e9, 132, 450e9));
 }
 
 static ClusterSpec localRanks(int64_t ranks) {
@@ -153,10 +204,11 @@ std::optional<ClusterSpec> clusterPreset(const std::string &arg,
   if (colon == std::string::npos)
     return std::nullopt;
   std::string kind = arg.substr(0, colon), count = arg.substr(colon + 1);
-  if (kind != "dgx-a100" && kind != "dgx-h100" && kind != "local")
+  bool gpus = kind == "a100" || kind == "h100";
+  if (kind != "dgx-a100" && kind != "dgx-h100" && kind != "local" && !gpus)
     return std::nullopt;
   isPreset = true;
-  const char *what = kind == "local" ? "ranks" : "nodes";
+  const char *what = kind == "local" ? "ranks" : gpus ? "GPUs" : "nodes";
   char *end = nullptr;
   long long n = count.empty() ? 0 : std::strtoll(count.c_str(), &end, 10);
   if (count.empty() || *end != '\0' || n < 1 || n > 1000000) {
@@ -164,6 +216,17 @@ std::optional<ClusterSpec> clusterPreset(const std::string &arg,
             what + "; write e.g. " + kind + ":4";
     return std::nullopt;
   }
+  if (gpus && n > 8) {
+    error = "--cluster " + arg +
+            ": one NVLink domain holds at most 8 GPUs; "
+            "for more write dgx-" +
+            kind + ":NODES (8 GPUs per node)";
+    return std::nullopt;
+  }
+  if (kind == "a100")
+    return a100Gpus(n);
+  if (kind == "h100")
+    return h100Gpus(n);
   if (kind == "dgx-a100")
     return dgxA100(n);
   if (kind == "dgx-h100")
@@ -477,9 +540,11 @@ std::optional<ClusterSpec> loadClusterSpec(const std::string &path,
   } else {
     std::ifstream in(path);
     if (!in) {
-      diags.push_back({path, 0, 0,
-                       "cannot open cluster spec (give a YAML file or a "
-                       "preset: dgx-a100:NODES, dgx-h100:NODES, local:RANKS)"});
+      diags.push_back(
+          {path, 0, 0,
+           "cannot open cluster spec (give a YAML file or a "
+           "preset: dgx-a100:NODES, dgx-h100:NODES, a100:GPUS, h100:GPUS, "
+           "local:RANKS)"});
       return std::nullopt;
     }
     std::stringstream ss;

@@ -49,6 +49,13 @@ struct DeviceSpec {
   double memoryEfficiency = 0.8; ///< sustained fraction of bandwidth
   double kernelOverheadS = 5e-6; ///< fixed cost per kernel launch
   double reservedBytes = 0;      ///< runtime/context memory not for tensors
+  /// Compute units the collective library's kernels occupy while they run
+  /// (NCCL: one thread block per channel); compute overlapped with a
+  /// collective runs on the rest. 0 = communication uses no compute units.
+  int collectiveUnits = 0;
+  /// Exponentials per second of the special-function units (softmax inside
+  /// a fused attention kernel); 0 = not modelled.
+  double expRate = 0;
 
   /// Peak for `dtype`, falling back to float32's; 0 if neither is given.
   double peakFor(const std::string &dtype) const;
@@ -70,6 +77,9 @@ struct TopologyLevel {
   double latencyS = 0;     ///< alpha of the alpha-beta model
   double efficiency = 0.8; ///< sustained fraction of `bandwidth`
   double oversubscription = 1.0; ///< >1: links above this level are shared
+  /// Bus bandwidth (bytes/s, nccl-tests' busbw) of an all-reduce that the
+  /// level's switches reduce in-network (NVLink SHARP, NCCL's NVLS); 0 = none.
+  double nvlsBusBandwidth = 0;
 };
 
 struct ClusterSpec {
@@ -80,6 +90,9 @@ struct ClusterSpec {
   /// `device.memoryBytes` is this total over the device count, so more
   /// ranks do not add memory. 0 for clusters of real devices.
   double sharedHostMemoryBytes = 0;
+  /// How collectives are costed (Collectives.h): "nccl", "alpha-beta", or
+  /// empty for the device kind's library (NCCL on GPUs, MPI on CPU ranks).
+  std::string collectives;
 
   int64_t numDevices() const;
   /// Devices in one unit of level `l` (product of sizes up to and incl. l).
@@ -97,7 +110,8 @@ struct GroupSpan {
 };
 GroupSpan spanOf(const ClusterSpec &c, int64_t stride, int64_t size);
 
-/// Built-in presets: "dgx-a100:NODES", "dgx-h100:NODES", "local:RANKS".
+/// Built-in presets: "dgx-a100:NODES", "dgx-h100:NODES", "a100:GPUS",
+/// "h100:GPUS" (1..8 GPUs of one NVLink domain), "local:RANKS".
 /// Returns nullopt (and sets `error`) if `arg` names no preset or has a bad
 /// count.
 std::optional<ClusterSpec> clusterPreset(const std::string &arg,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/CostModel.h"
+#include "compiler/planner/Collectives.h"
 
 #include <algorithm>
 #include <cmath>
@@ -81,6 +82,51 @@ double AnalyticalCostModel::gemmTime(double M, double N, double K,
   return std::max(compute, memory) + d.kernelOverheadS;
 }
 
+double AnalyticalCostModel::fusedAttentionTime(double heads, double s,
+                                               double d,
+                                               bool backward) const {
+  const DeviceSpec &dev = c.device;
+  // Forward: QK^T and PV (2 GEMMs of 2·s·s·d); backward: QK^T again, dV,
+  // dP, dQ and dK (5). A causal mask skips the blocks above the diagonal.
+  double gemms = backward ? 5 : 2;
+  double causal = m.causal ? 0.5 : 1.0;
+  double flops = gemms * 2 * s * s * d * heads * causal;
+  // One thread block per 128 query rows of one head.
+  double tileEff = 1.0;
+  if (dev.computeUnits > 0) {
+    double blocks = std::ceil(s / dev.gemmTile) * heads;
+    double waves = std::ceil(blocks / dev.computeUnits);
+    tileEff = blocks / (waves * dev.computeUnits);
+  }
+  double depth = s * causal; // keys each query block iterates over
+  double depthEff = depth / (depth + dev.gemmDepthHalf);
+  double compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
+  // Softmax exponentials on the special-function units, one per unmasked
+  // score forward and again backward (P is rebuilt), serialised with the
+  // tensor-core work within each thread block (FlashAttention-2's loop).
+  if (dev.expRate > 0)
+    compute += s * s * heads * causal / (dev.expRate * tileEff);
+  // Q, K, V read and O written; backward also reads O, dO and writes dQ, dK,
+  // dV.
+  double bytes = double(m.dtypeBytes) * s * d * heads * (backward ? 8 : 4);
+  double memory = bytes / (dev.memoryBandwidth * dev.memoryEfficiency);
+  return std::max(compute, memory) + dev.kernelOverheadS;
+}
+
+double AnalyticalCostModel::overlappedCommTime(double comm,
+                                               double compute) const {
+  if (!commOverlapsCompute())
+    return comm;
+  const DeviceSpec &d = c.device;
+  double f = d.computeUnits > 0
+                 ? std::min(0.5, double(d.collectiveUnits) / d.computeUnits)
+                 : 0.0;
+  // While both run, the kernels get (1 - f) of the units: the compute
+  // stretches by f per second of overlap; the collective's excess shows.
+  double stretched = compute + f * std::min(comm, compute);
+  return std::max(comm, stretched) - compute;
+}
+
 double AnalyticalCostModel::memoryBoundTime(double bytes) const {
   return bytes / (c.device.memoryBandwidth * c.device.memoryEfficiency) +
          c.device.kernelOverheadS;
@@ -95,39 +141,19 @@ double AnalyticalCostModel::levelBandwidth(size_t l) const {
   return lv.bandwidth * lv.efficiency / lv.oversubscription;
 }
 
-/// Flat ring: every step moves bytes/n over each hop at once; a hop that
-/// leaves a level-l unit shares that unit's links among the group's members
-/// inside it (one ring channel per member, as NCCL does), so the slowest
-/// crossed level bounds the whole ring.
-double AnalyticalCostModel::ringTime(double bytes, const GroupSpan &s,
-                                     bool allReduce) const {
-  double n = double(s.members.back());
-  double bw = 1e300, alpha = 0;
-  for (size_t l = 0; l < s.members.size(); ++l) {
-    int64_t below = l == 0 ? 1 : s.members[l - 1];
-    if (s.members[l] == below)
-      continue; // the group does not cross this level's units
-    bw = std::min(bw, double(below) * levelBandwidth(l));
-    alpha = std::max(alpha, c.levels[l].latencyS);
+double AnalyticalCostModel::cachedCollective(Collective kind, double bytes,
+                                             int64_t stride,
+                                             int64_t size) const {
+  auto key = std::make_tuple(int(kind), bytes, stride, size);
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto it = collectiveCache.find(key);
+    if (it != collectiveCache.end())
+      return it->second;
   }
-  double steps = (allReduce ? 2.0 : 1.0) * (n - 1);
-  return steps / n * bytes / bw + steps * alpha;
-}
-
-/// Hierarchical ring: reduce-scatter inside each level's units from the
-/// innermost out, so each level moves only what the level below left.
-double AnalyticalCostModel::hierarchicalTime(double bytes, const GroupSpan &s,
-                                             bool allReduce) const {
-  double t = 0;
-  for (size_t l = 0; l < s.members.size(); ++l) {
-    int64_t below = l == 0 ? 1 : s.members[l - 1];
-    double k = double(s.members[l]) / double(below);
-    if (k <= 1)
-      continue;
-    double chunk = bytes / double(below);
-    double steps = (allReduce ? 2.0 : 1.0) * (k - 1);
-    t += steps / k * chunk / levelBandwidth(l) + steps * c.levels[l].latencyS;
-  }
+  double t = collectiveCost(c, kind, bytes, spanOf(c, stride, size)).timeS;
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  collectiveCache.emplace(key, t);
   return t;
 }
 
@@ -135,32 +161,21 @@ double AnalyticalCostModel::allReduceTime(double bytes, int64_t stride,
                                           int64_t size) const {
   if (size <= 1 || bytes <= 0)
     return 0;
-  GroupSpan s = spanOf(c, stride, size);
-  double ring = ringTime(bytes, s, true);
-  double hier = hierarchicalTime(bytes, s, true);
-  // Double binary tree: log-depth latency, twice the data over the slowest
-  // crossed level.
-  size_t outer = s.outermostLevel();
-  double treeBw = 1e300;
-  for (size_t l = 0; l <= outer; ++l)
-    treeBw = std::min(treeBw, levelBandwidth(l));
-  double tree =
-      2 * std::ceil(std::log2(double(size))) * c.levels[outer].latencyS +
-      2 * bytes / treeBw;
-  return std::min({ring, hier, tree});
+  return cachedCollective(Collective::AllReduce, bytes, stride, size);
 }
 
 double AnalyticalCostModel::reduceScatterTime(double bytes, int64_t stride,
                                               int64_t size) const {
   if (size <= 1 || bytes <= 0)
     return 0;
-  GroupSpan s = spanOf(c, stride, size);
-  return std::min(ringTime(bytes, s, false), hierarchicalTime(bytes, s, false));
+  return cachedCollective(Collective::ReduceScatter, bytes, stride, size);
 }
 
 double AnalyticalCostModel::allGatherTime(double bytes, int64_t stride,
                                           int64_t size) const {
-  return reduceScatterTime(bytes, stride, size);
+  if (size <= 1 || bytes <= 0)
+    return 0;
+  return cachedCollective(Collective::AllGather, bytes, stride, size);
 }
 
 double AnalyticalCostModel::sendRecvTime(double bytes, int64_t stride) const {
@@ -181,13 +196,16 @@ struct LayerOp {
   double M = 0, N = 0, K = 0, batch = 1;
   double elements = 0, fwdBytes = 0, bwdBytes = 0;
   bool attentionCore = false; ///< recomputed under selective recomputation
+  /// A fused attention kernel: QK^T and PV ([s,s]x[s,d], `batch` = b·heads
+  /// each) on chip; only Q, K, V, O and dO/dQ/dK/dV touch memory.
+  bool flash = false;
   /// Bytes saved for backward per micro-batch (activation dtype + masks).
   double saved = 0;
 };
 } // namespace
 
 static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
-                                     bool sp) {
+                                     bool sp, bool fused) {
   double s = m.seqLen, h = m.hidden, f = m.ffnHidden, a = m.heads;
   double e = m.dtypeBytes, T = b * s;
   // Outside the tensor-parallel regions each rank holds the full [T, h]
@@ -233,14 +251,27 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     gemm(T, qkvLocal, h, 1, T * h * e / outside); // qkv; saves its input
     if (!m.learnedPositions) // rotary embeddings of q and k
       pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
-    gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
-    // Scale + mask + softmax (fused); saves its output.
-    pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
-    if (m.dropout) // attention dropout; saves the mask
-      pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s,
-                true);
-    // probs x V; saves (dropped) probs and V.
-    gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
+    if (fused) {
+      // One kernel (strata.causal_attention, FlashAttention-2): Q K^T and
+      // P V stay in the tile; saves Q, K and V (kv heads once), the output
+      // and an fp32 log-sum-exp per query row, as the runtime's arena does;
+      // the backward recomputes Q K^T (fusedAttentionTime).
+      LayerOp o;
+      o.flash = true;
+      o.M = s, o.N = s, o.K = d, o.batch = b * heads;
+      o.saved = T * (h / t + kvLocal) * e + T * kvLocal * e + T * h / t * e +
+                b * heads * s * 4.0;
+      ops.push_back(o);
+    } else {
+      gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
+      // Scale + mask + softmax (fused); saves its output.
+      pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
+      if (m.dropout) // attention dropout; saves the mask
+        pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s,
+                  true);
+      // probs x V; saves (dropped) probs and V.
+      gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
+    }
     pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
     gemm(T, h, h / t, 1, T * h / t * e);   // projection; saves its input
     residual();
@@ -279,10 +310,14 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
   }
   LayerCost lc;
   double coreFwd = 0, coreSaved = 0;
+  bool fused = fusedAttention();
   for (const LayerOp &o :
-       layerOps(m, double(p.microBatch), double(p.tp), p.sp)) {
+       layerOps(m, double(p.microBatch), double(p.tp), p.sp, fused)) {
     double fwd, bwd;
-    if (o.gemm) {
+    if (o.flash) {
+      fwd = fusedAttentionTime(o.batch, o.M, o.K, false);
+      bwd = fusedAttentionTime(o.batch, o.M, o.K, true);
+    } else if (o.gemm) {
       fwd = gemmTime(o.M, o.N, o.K, o.batch);
       // dX = dY W^T and dW = X^T dY.
       bwd = gemmTime(o.M, o.K, o.N, o.batch) + gemmTime(o.K, o.N, o.M, o.batch);
@@ -309,7 +344,7 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     lc.recompute = coreFwd;
     lc.transient = coreSaved;
     lc.saved -= coreSaved;
-    if (m.kind == ModelDesc::Kind::Transformer) {
+    if (m.kind == ModelDesc::Kind::Transformer && !fused) {
       double kvLocal = m.replicatesKvHeads(p.tp)
                            ? double(m.hidden / m.heads)
                            : double(m.kvWidth()) / double(p.tp);
@@ -349,9 +384,11 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
 double AnalyticalCostModel::layerForwardFlops(int64_t microBatch,
                                               int64_t tp) const {
   double flops = 0;
-  for (const LayerOp &o : layerOps(m, double(microBatch), double(tp), false))
-    if (o.gemm)
-      flops += 2 * o.M * o.N * o.K * o.batch;
+  // Model FLOPs count the full (unmasked) score matrix, as sources do.
+  for (const LayerOp &o :
+       layerOps(m, double(microBatch), double(tp), false, fusedAttention()))
+    if (o.gemm || o.flash)
+      flops += 2 * o.M * o.N * o.K * o.batch * (o.flash ? 2 : 1);
   return flops;
 }
 
@@ -452,16 +489,28 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   statics(embedParams, sc.firstWeights, sc.firstGrads, sc.firstOptState);
   statics(headParams, sc.lastWeights, sc.lastGrads, sc.lastOptState);
 
-  // ZeRO-3 gathers each layer's parameters for forward, backward and any
-  // recomputation, and reduce-scatters its gradients, every micro-batch;
-  // prefetching hides what fits under the layer's own compute.
+  // ZeRO-3 (FSDP) gathers each layer's parameters once in the forward pass
+  // and once in the backward pass (recomputation runs inside the latter),
+  // and reduce-scatters its gradients, every micro-batch. Prefetch depth 1
+  // (the runtime's and FSDP's): layer i+1's gather runs under layer i's
+  // compute of the same pass, the backward's reduce-scatter under the next
+  // layer's backward; what outlasts that compute is exposed, and the first
+  // layer's forward gather of each micro-batch has nothing to hide under.
   if (p.zero >= 3 && p.dp > 1) {
     double bytes = layerParams * weightWire;
-    double gathers = 2 + (p.recompute == Recompute::Full ? 1 : 0);
-    double comm = gathers * allGatherTime(bytes, dpStride, p.dp) +
-                  reduceScatterTime(layerParams * gradWire, dpStride, p.dp);
-    sc.layerZeroComm =
-        commOverlapsCompute() ? std::max(0.0, comm - sc.layerCompute) : comm;
+    double ag = allGatherTime(bytes, dpStride, p.dp);
+    double rs = reduceScatterTime(layerParams * gradWire, dpStride, p.dp);
+    sc.layerZeroComm = overlappedCommTime(ag, lc.fwd) +
+                       overlappedCommTime(ag + rs, lc.bwd + lc.recompute);
+    sc.zeroFirstGather = commOverlapsCompute() ? ag : 0;
+    // The embedding and the head are gathered at the start of their pass
+    // (nothing to hide under) and reduce-scattered at its end.
+    auto ends = [&](double params) {
+      return 2 * allGatherTime(params * weightWire, dpStride, p.dp) +
+             reduceScatterTime(params * gradWire, dpStride, p.dp);
+    };
+    sc.firstZeroComm = ends(embedParams);
+    sc.lastZeroComm = ends(headParams);
   }
 
   // Embedding: gather rows, add positions, dropout; backward scatter-adds.
@@ -513,8 +562,10 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     sc.commBuffers += 2 * T * h * e; // send and receive buffers
   if (p.sp && p.tp > 1)
     sc.commBuffers += T * h * e; // all-gathered sequence
+  // Current + prefetched gathered layer, and the layer's unsharded
+  // gradient before its reduce-scatter.
   if (p.zero >= 3 && p.dp > 1)
-    sc.commBuffers += 2 * layerParams * weightWire; // current + prefetched
+    sc.commBuffers += 2 * layerParams * weightWire + layerParams * gradWire;
 
   // Step-level terms use an average stage (L/pp layers) plus the embedding,
   // so they do not depend on the layer assignment the search optimises.
@@ -529,16 +580,28 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     // compute it overlaps, and at least the last bucket; everything where
     // the device cannot overlap at all.
     auto exposed = [&](double comm, double hiding) {
-      return commOverlapsCompute() ? std::max(comm - hiding, comm * lastBucket)
-                                   : comm;
+      double last = commOverlapsCompute() ? comm * lastBucket : 0;
+      return last + overlappedCommTime(comm - last, hiding);
+    };
+    // One collective per bucket, each paying the library's latency (at
+    // hundreds of ranks a ring's 2(p-1) steps cost milliseconds).
+    double buckets =
+        std::max(1.0, std::ceil(bytes / double(std::max<int64_t>(
+                                            1, p.bucketBytes))));
+    auto bucketed = [&](double (AnalyticalCostModel::*op)(double, int64_t,
+                                                          int64_t) const,
+                        double total) {
+      return buckets * (this->*op)(total / buckets, dpStride, p.dp);
     };
     if (p.zero == 0) {
-      sc.dpExposed = exposed(allReduceTime(bytes, dpStride, p.dp), backward);
+      sc.dpExposed = exposed(
+          bucketed(&AnalyticalCostModel::allReduceTime, bytes), backward);
     } else {
       // Reduce-scatter hides under the last backward, the parameter
-      // all-gather under the next step's first forward.
-      double rs = reduceScatterTime(bytes, dpStride, p.dp);
-      double ag = allGatherTime(stageParams * weightWire, dpStride, p.dp);
+      // all-gather (same buckets) under the next step's first forward.
+      double rs = bucketed(&AnalyticalCostModel::reduceScatterTime, bytes);
+      double ag = bucketed(&AnalyticalCostModel::allGatherTime,
+                           stageParams * weightWire);
       sc.dpExposed = exposed(rs, backward) + exposed(ag, forward);
     }
   }
@@ -558,11 +621,11 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
   std::vector<double> deviceTime(pp);
   int64_t critical = 0;
   for (int64_t d = 0; d < pp; ++d) {
-    double t = layersOn[d] * sc.layerTime() + sc.p2pPerMicrobatch;
+    double t = layersOn[d] * sc.layerTime() + sc.perMicrobatchComm();
     if (d == 0)
-      t += sc.firstCompute + sc.firstTpComm;
+      t += sc.firstExtra();
     if (d == pp - 1)
-      t += sc.lastCompute + sc.lastTpComm;
+      t += sc.lastExtra();
     deviceTime[d] = t;
     if (t > deviceTime[critical])
       critical = d;
@@ -575,7 +638,9 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
            (critical == pp - 1 ? sc.lastCompute : 0));
   tb.tpComm = M * (n * sc.layerTpComm + (critical == 0 ? sc.firstTpComm : 0) +
                    (critical == pp - 1 ? sc.lastTpComm : 0));
-  tb.zeroComm = M * n * sc.layerZeroComm;
+  tb.zeroComm = M * (n * sc.layerZeroComm + sc.zeroFirstGather +
+                     (critical == 0 ? sc.firstZeroComm : 0) +
+                     (critical == pp - 1 ? sc.lastZeroComm : 0));
   tb.ppComm = M * sc.p2pPerMicrobatch;
   tb.bubble = std::max(0.0, pipe - M * deviceTime[critical]);
   tb.dpComm = sc.dpExposed;
@@ -606,6 +671,7 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
                       (d == pp - 1 ? sc.lastActivation : 0);
     mem.commBuffers = sc.commBuffers;
     mem.reserved = sc.reserved;
+    est.stageMemory.push_back(mem);
     if (mem.total() > peakMem) {
       peakMem = mem.total();
       est.memory = mem;
@@ -632,6 +698,34 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
   est.tflopsPerDevice = est.modelFlopsPerStep / est.stepTimeS / devices / 1e12;
   est.mfu = peak > 0 ? est.tflopsPerDevice * 1e12 / peak : 0;
   return est;
+}
+
+LayerOpMix layerOpMix(const AnalyticalCostModel &cm, const Plan &p) {
+  LayerOpMix mix;
+  const ModelDesc &m = cm.model();
+  double e = double(m.dtypeBytes);
+  for (const LayerOp &o : layerOps(m, double(p.microBatch), double(p.tp),
+                                   p.sp, cm.fusedAttention())) {
+    if (o.flash) {
+      // QK^T and PV on chip; Q, K, V and O touch memory.
+      ++mix.gemms;
+      mix.fwdFlops += 4 * o.M * o.N * o.K * o.batch;
+      double bytes = 4 * o.M * o.K * o.batch * e;
+      mix.fwdBytes += bytes;
+      mix.bwdBytes += 2 * bytes;
+    } else if (o.gemm) {
+      ++mix.gemms;
+      mix.fwdFlops += 2 * o.M * o.N * o.K * o.batch;
+      double bytes = (o.M * o.K + o.K * o.N + o.M * o.N) * o.batch * e;
+      mix.fwdBytes += bytes;
+      mix.bwdBytes += 2 * bytes;
+    } else {
+      ++mix.pointwise;
+      mix.fwdBytes += o.elements * o.fwdBytes;
+      mix.bwdBytes += o.elements * o.bwdBytes;
+    }
+  }
+  return mix;
 }
 
 } // namespace strata::planner

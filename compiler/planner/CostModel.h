@@ -13,6 +13,7 @@
 #define STRATA_COMPILER_PLANNER_COSTMODEL_H
 
 #include "compiler/planner/Cluster.h"
+#include "compiler/planner/Collectives.h"
 #include "compiler/planner/ModelDesc.h"
 #include "compiler/planner/Plan.h"
 
@@ -35,8 +36,16 @@ struct StageCosts {
   // Extra work of the first stage (embedding) and the last (head + loss).
   double firstCompute = 0, firstTpComm = 0;
   double lastCompute = 0, lastTpComm = 0;
+  /// ZeRO-3: the embedding's (first) and head's (last) parameter gathers
+  /// and gradient reduce-scatter, per micro-batch.
+  double firstZeroComm = 0, lastZeroComm = 0;
+  double firstExtra() const { return firstCompute + firstTpComm + firstZeroComm; }
+  double lastExtra() const { return lastCompute + lastTpComm + lastZeroComm; }
   /// Pipeline send/recv a device exposes per micro-batch (all its chunks).
   double p2pPerMicrobatch = 0;
+  /// ZeRO-3: the first layer's forward gather, exposed per micro-batch.
+  double zeroFirstGather = 0;
+  double perMicrobatchComm() const { return p2pPerMicrobatch + zeroFirstGather; }
   /// Step-level terms, independent of the layer assignment (see
   /// docs/cost-model.md for why the data-parallel term uses an average stage).
   double dpExposed = 0, optimizer = 0;
@@ -100,9 +109,23 @@ public:
   /// validation against published runs checks.
   bool stratasLayout() const { return c.device.kind == "cpu"; }
   double gemmTime(double M, double N, double K, double batch) const;
+  /// Whether attention is costed as one fused kernel: the model runs
+  /// strata.causal_attention (the presets' default, on CPU and GPU alike).
+  bool fusedAttention() const {
+    return m.attention == ModelDesc::Attention::Fused;
+  }
+  /// One fused attention kernel over `heads` (micro-batch x local heads)
+  /// independent [s, d] heads, forward or backward.
+  double fusedAttentionTime(double heads, double s, double d,
+                            bool backward) const;
   double memoryBoundTime(double bytes) const;
+  /// What a collective of `comm` seconds adds to `compute` seconds of
+  /// kernels it overlaps: the compute units its kernels occupy
+  /// (DeviceSpec::collectiveUnits) slow the compute while both run, and
+  /// what outlasts the compute is exposed; all of it where nothing overlaps.
+  double overlappedCommTime(double comm, double compute) const;
   /// Collective times for `bytes` per member over a group of `size` ranks
-  /// `stride` apart; the best of ring, tree and hierarchical ring.
+  /// `stride` apart, as the cluster's library runs them (Collectives.h).
   double allReduceTime(double bytes, int64_t stride, int64_t size) const;
   double reduceScatterTime(double bytes, int64_t stride, int64_t size) const;
   double allGatherTime(double bytes, int64_t stride, int64_t size) const;
@@ -118,10 +141,9 @@ private:
     double saved = 0, transient = 0;
   };
   LayerCost layerCost(const Plan &plan) const;
-  double ringTime(double bytes, const GroupSpan &span, bool allReduce) const;
-  double hierarchicalTime(double bytes, const GroupSpan &span,
-                          bool allReduce) const;
   double levelBandwidth(size_t l) const;
+  double cachedCollective(Collective kind, double bytes, int64_t stride,
+                          int64_t size) const;
 
   ModelDesc m;
   ClusterSpec c;
@@ -131,7 +153,18 @@ private:
   mutable std::mutex cacheMutex;
   mutable std::map<std::tuple<int64_t, int64_t, int, bool, int64_t>, LayerCost>
       layerCache;
+  mutable std::map<std::tuple<int, double, int64_t, int64_t>, double>
+      collectiveCache;
 };
+
+/// Kernels of one repeated layer for one micro-batch on one device, as the
+/// analytical model counts them (trace `args`); a fused attention kernel
+/// counts as one GEMM.
+struct LayerOpMix {
+  int gemms = 0, pointwise = 0;
+  double fwdFlops = 0, fwdBytes = 0, bwdBytes = 0;
+};
+LayerOpMix layerOpMix(const AnalyticalCostModel &cm, const Plan &plan);
 
 } // namespace strata::planner
 

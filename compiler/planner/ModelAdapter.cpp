@@ -41,6 +41,8 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     d.heads = g.heads;
     d.layers = g.layers;
     d.ffnHidden = g.ffnHidden > 0 ? g.ffnHidden : 4 * g.hidden;
+    d.attention = g.fusedAttention ? ModelDesc::Attention::Fused
+                                   : ModelDesc::Attention::Unfused;
     setDtype(d, g.dtype);
   } else if (spec.llama) {
     const frontend::LlamaConfig &l = *spec.llama;
@@ -58,6 +60,8 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     d.learnedPositions = false;
     d.dropout = false;
     d.tiedEmbedding = l.tieEmbeddings;
+    d.attention = l.fusedAttention ? ModelDesc::Attention::Fused
+                                   : ModelDesc::Attention::Unfused;
     setDtype(d, l.dtype);
   } else if (spec.mlp) {
     const frontend::MlpConfig &m = *spec.mlp;

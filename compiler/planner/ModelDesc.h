@@ -53,6 +53,15 @@ struct ModelDesc {
   /// residual branch (Megatron-LM's GPT recipe, whose memory model the cost
   /// model follows); Llama trains without.
   bool dropout = true;
+  /// The attention kernel production runs use: a fused (FlashAttention-style)
+  /// kernel keeps no s^2 scores, recomputes them in backward and skips the
+  /// masked half of a causal score matrix; Unfused materialises scores and
+  /// probabilities (Megatron-LM 2021; `attention: unfused`). modelDescFromSpec
+  /// sets it from the spec (`strata.causal_attention`, the presets' default),
+  /// so the model costs what the runtime runs (docs/cost-model.md).
+  enum class Attention { Fused, Unfused } attention = Attention::Fused;
+  /// Causal (decoder) attention; a fused kernel skips the masked blocks.
+  bool causal = true;
 
   int64_t numKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
   /// Width of the k (and the v) projection: kv heads x head dim.

@@ -265,7 +265,8 @@ static json estimateJson(const Estimate &e) {
 }
 
 std::string planResultToJson(const PlanResult &r, const std::string &model,
-                             const std::string &cluster, int64_t devices) {
+                             const std::string &cluster, int64_t devices,
+                             const std::string &detailsJson) {
   json j;
   j["schema"] = "strata.plan/1";
   j["model"] = model;
@@ -288,6 +289,8 @@ std::string planResultToJson(const PlanResult &r, const std::string &model,
                     {"why", rp.whySlower}});
   }
   j["runners_up"] = alts;
+  if (!detailsJson.empty())
+    j["details"] = json::parse(detailsJson);
   return j.dump(2);
 }
 

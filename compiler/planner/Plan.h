@@ -108,6 +108,8 @@ struct Estimate {
   double hardwareFlopsPerStep = 0; ///< including recomputation
   bool fits = false;
   double memoryLimitBytes = 0;
+  /// Peak memory of each pipeline device (stage), in pipeline order.
+  std::vector<MemoryBreakdown> stageMemory;
 };
 
 struct RankedPlan {
@@ -132,8 +134,10 @@ struct PlanResult {
 };
 
 /// The JSON document of docs/plan-json.md for a result (`--json`).
+/// `detailsJson` (PlanDetails.h), if given, becomes the "details" member.
 std::string planResultToJson(const PlanResult &r, const std::string &model,
-                             const std::string &cluster, int64_t devices);
+                             const std::string &cluster, int64_t devices,
+                             const std::string &detailsJson = "");
 
 } // namespace strata::planner
 

@@ -2,6 +2,8 @@
 
 #include "compiler/planner/PlanCommand.h"
 
+#include "compiler/planner/HtmlReport.h"
+#include "compiler/planner/PlanDetails.h"
 #include "compiler/planner/Report.h"
 #include "compiler/planner/Search.h"
 #include "compiler/planner/Trace.h"
@@ -12,11 +14,12 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace strata::planner {
 
 PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
-                         ClusterSpec *clusterOut) {
+                         ClusterSpec *clusterOut, SearchOptions *optionsOut) {
   PlanResult r;
   std::vector<frontend::Diagnostic> modelDiags;
   std::optional<frontend::ModelSpec> spec =
@@ -67,6 +70,8 @@ PlanResult planFromFiles(const PlanRequest &req, ModelDesc *modelOut,
     *modelOut = *model;
   if (clusterOut)
     *clusterOut = *cluster;
+  if (optionsOut)
+    *optionsOut = opts;
   return searchPlans(*model, *cluster, opts);
 }
 
@@ -75,6 +80,8 @@ struct PlanCliOptions {
   PlanRequest request;
   bool json = false;
   std::string tracePath;
+  std::string htmlPath;
+  std::string measuredPath;
   std::string irPath;
   PlanIrEmitter emitIr;
 };
@@ -97,9 +104,14 @@ static void runPlan(const PlanCliOptions &o) {
          "(docs/cluster-spec.md)");
   ModelDesc model;
   ClusterSpec cluster;
-  PlanResult r = planFromFiles(o.request, &model, &cluster);
+  SearchOptions options;
+  PlanResult r = planFromFiles(o.request, &model, &cluster, &options);
   if (!r.ok)
     fail(r.error);
+  AnalyticalCostModel costModel(model, cluster);
+  PlanDetails details =
+      describePlan(costModel, r.plans[0].plan, r.plans[0].estimate);
+  reviewPlan(model, cluster, options, r, details);
   if (!o.tracePath.empty()) {
     AnalyticalCostModel cm(model, cluster);
     SimulatedStep step;
@@ -112,6 +124,32 @@ static void runPlan(const PlanCliOptions &o) {
     if (!out)
       fail("--trace " + o.tracePath + ": cannot write the file");
   }
+  if (!o.measuredPath.empty() && o.htmlPath.empty())
+    fail("--measured needs --html FILE (the report that shows it)");
+  if (!o.htmlPath.empty()) {
+    std::string measured;
+    if (!o.measuredPath.empty()) {
+      std::ifstream in(o.measuredPath);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in)
+        fail("--measured " + o.measuredPath +
+             ": cannot read the file (a trace written by the compiled "
+             "executable's --trace)");
+      measured = text.str();
+    }
+    std::string error;
+    std::string page = renderHtmlReport(r, costModel, details,
+                                        o.request.modelPath, measured, error);
+    if (!error.empty())
+      fail("--measured " + o.measuredPath + ": " + error);
+    std::ofstream out(o.htmlPath);
+    if (out)
+      out << page;
+    if (!out)
+      fail("--html " + o.htmlPath +
+           ": cannot write the file (does its directory exist?)");
+  }
   // With the IR on standard output, the report goes to standard error, so
   // the IR stays parseable and the report is still seen.
   std::ostream &report = o.irPath == "-" ? std::cerr : std::cout;
@@ -122,10 +160,10 @@ static void runPlan(const PlanCliOptions &o) {
   }
   if (o.json)
     report << planResultToJson(r, o.request.modelPath, cluster.name,
-                               cluster.numDevices())
+                               cluster.numDevices(), planDetailsJson(details))
            << "\n";
   else
-    report << formatPlanReport(r, model, cluster);
+    report << formatPlanReport(r, model, cluster) << formatPlanDetails(details);
 }
 
 void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
@@ -136,7 +174,8 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
   plan->add_option("model", opts->request.modelPath, "model spec (YAML)")
       ->required();
   plan->add_option("--cluster", opts->request.cluster,
-                   "dgx-a100:NODES, dgx-h100:NODES, local:RANKS or a cluster "
+                   "dgx-a100:NODES, dgx-h100:NODES, a100:GPUS, h100:GPUS, "
+                   "local:RANKS or a cluster "
                    "YAML file (docs/cluster-spec.md); required");
   plan->add_option("--global-batch", opts->request.globalBatch,
                    "sequences per step (default: training.global_batch)")
@@ -153,7 +192,15 @@ void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr) {
                  "print the plan as JSON "
                  "(docs/plan-json.md)");
   plan->add_option("--trace", opts->tracePath,
-                   "write the simulated step as Chrome trace JSON");
+                   "write the simulated step as Chrome trace JSON "
+                   "(docs/report.md)");
+  plan->add_option("--html", opts->htmlPath,
+                   "write a self-contained HTML report of the plan: step "
+                   "breakdown, pipeline timeline, device map, memory per "
+                   "stage, runners-up (docs/report.md)");
+  plan->add_option("--measured", opts->measuredPath,
+                   "with --html: also show a run's measured trace (the "
+                   "compiled executable's --trace) beside the prediction");
   if (opts->emitIr)
     plan->add_option("--emit-ir", opts->irPath,
                      "write the model's IR with the plan attached as "

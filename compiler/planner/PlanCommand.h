@@ -14,6 +14,7 @@
 #include "compiler/planner/Cluster.h"
 #include "compiler/planner/ModelDesc.h"
 #include "compiler/planner/Plan.h"
+#include "compiler/planner/Search.h"
 
 #include <functional>
 #include <string>
@@ -39,7 +40,8 @@ struct PlanRequest {
 /// diagnostics joined by newlines). `model`/`cluster` receive what was
 /// loaded when non-null.
 PlanResult planFromFiles(const PlanRequest &request, ModelDesc *model = nullptr,
-                         ClusterSpec *cluster = nullptr);
+                         ClusterSpec *cluster = nullptr,
+                         SearchOptions *options = nullptr);
 
 /// Writes the model's IR with the chosen plan attached (`--emit-ir`). The
 /// driver provides it, which keeps this library free of MLIR. Returns false
@@ -49,7 +51,7 @@ using PlanIrEmitter =
                        const std::string &outPath, std::string &error)>;
 
 /// Registers `plan MODEL.yaml --cluster C [--global-batch N] [--pin k=v]...
-/// [--top K] [--json] [--trace FILE] [--emit-ir FILE]` (the last only when
+/// [--top K] [--json] [--trace FILE] [--html FILE] [--emit-ir FILE]` (the last only when
 /// `emitIr` is given).
 void addPlanSubcommand(CLI::App &app, PlanIrEmitter emitIr = nullptr);
 

@@ -165,11 +165,11 @@ static bool deviceSlots(const Plan &p, const StageCosts &sc, int64_t layers,
   out.extra.assign(P, 0);
   out.cap.assign(P, 0);
   for (int64_t d = 0; d < P; ++d) {
-    double extra = sc.p2pPerMicrobatch;
+    double extra = sc.perMicrobatchComm();
     if (d == 0)
-      extra += sc.firstCompute + sc.firstTpComm;
+      extra += sc.firstExtra();
     if (d == P - 1)
-      extra += sc.lastCompute + sc.lastTpComm;
+      extra += sc.lastExtra();
     DeviceMemory m = deviceMemory(p, sc, d);
     double room = (sc.memoryLimit - m.fixed) / m.perLayer;
     if (!(room >= 1))
@@ -532,9 +532,12 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                   continue;
                 for (Recompute rc :
                      {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                  // Selective rebuilds the s^2 tensors of an unfused
+                  // attention; with a fused one it is `none` (pins only).
                   if ((pins.recompute && *pins.recompute != rc) ||
                       (rc == Recompute::Selective &&
-                       m.kind != ModelDesc::Kind::Transformer))
+                       (m.kind != ModelDesc::Kind::Transformer ||
+                        (m.attention == ModelDesc::Attention::Fused && !pins.recompute))))
                     continue;
                   for (bool sp : {false, true}) {
                     if (pins.sp ? *pins.sp != sp : (tp == 1 && sp))
@@ -571,12 +574,12 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                       if (!interleavedFits(p, sc, L))
                         continue;
                       double per = double(L) / double(pp);
-                      double first = sc.firstCompute + sc.firstTpComm;
-                      double last = sc.lastCompute + sc.lastTpComm;
-                      maxLoad = per * lt + sc.p2pPerMicrobatch +
+                      double first = sc.firstExtra();
+                      double last = sc.lastExtra();
+                      maxLoad = per * lt + sc.perMicrobatchComm() +
                                 std::max(first, last);
                       sumLoad = double(L) * lt + first + last +
-                                double(pp) * sc.p2pPerMicrobatch;
+                                double(pp) * sc.perMicrobatchComm();
                     } else {
                       DeviceSlots s;
                       if (!deviceSlots(p, sc, L, s))

@@ -921,6 +921,60 @@ def Strata_RepeatInterleaveGradOp : Strata_ShapeOp<"repeat_interleave_grad"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused causal attention (FlashAttention-2) and its gradient
+//===----------------------------------------------------------------------===//
+
+def Strata_CausalAttentionOp : Strata_ForwardOp<"causal_attention"> {
+  let summary = "causal scaled dot-product attention, never materialising scores";
+  let description = [{
+    `output = softmax(scale * q k^T, causal) v` per head, computed block by
+    block with an online softmax (FlashAttention-2): the `[S, S]` scores and
+    probabilities exist only as tiles inside the kernel. `query` is
+    `[B, heads, S, D]`; `key` and `value` are `[B, kv_heads, S, D]` with
+    `kv_heads` dividing `heads`: query head `h` attends to key/value head
+    `h / (heads / kv_heads)` (grouped-query attention without repeating
+    keys and values). The second result, `lse`, is the per-row log of the
+    softmax denominator, `log(sum_j exp(scale * q_i . k_j))` over the
+    unmasked `j`, in float32 (float64 for float64 operands), `[B, heads,
+    S]`: with the output it is all
+    the backward pass keeps (`strata.causal_attention_grad` recomputes the
+    probabilities from it).
+
+    ```mlir
+    %o, %lse = strata.causal_attention %q, %k, %v {scale = 2.500000e-01 : f64} : (tensor<8x4x64x16xf32>, tensor<8x2x64x16xf32>, tensor<8x2x64x16xf32>) -> (tensor<8x4x64x16xf32>, tensor<8x4x64xf32>)
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$query, Strata_FloatTensor:$key,
+                       Strata_FloatTensor:$value, F64Attr:$scale);
+  let results = (outs Strata_FloatTensor:$output, Strata_FloatTensor:$lse);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Strata_CausalAttentionGradOp : Strata_ShapeOp<"causal_attention_grad"> {
+  let summary = "gradients of causal_attention, recomputing scores by block";
+  let description = [{
+    The FlashAttention-2 backward pass: from the output gradient `grad`,
+    the forward operands and the forward's `output` and `lse`, computes the
+    gradients with respect to `query`, `key` and `value`. Probabilities are
+    recomputed tile by tile as `exp(scale * q_i . k_j - lse_i)`; with
+    `D_i = sum(grad_i * output_i)`, `dS = P * (dP - D_i)`. Key and value
+    gradients of a kv head sum over the query heads it serves.
+
+    ```mlir
+    %dq, %dk, %dv = strata.causal_attention_grad %do, %q, %k, %v, %o, %lse {scale = 2.500000e-01 : f64} : (tensor<8x4x64x16xf32>, tensor<8x4x64x16xf32>, tensor<8x2x64x16xf32>, tensor<8x2x64x16xf32>, tensor<8x4x64x16xf32>, tensor<8x4x64xf32>) -> (tensor<8x4x64x16xf32>, tensor<8x2x64x16xf32>, tensor<8x2x64x16xf32>)
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_FloatTensor:$query,
+                       Strata_FloatTensor:$key, Strata_FloatTensor:$value,
+                       Strata_FloatTensor:$output, Strata_FloatTensor:$lse,
+                       F64Attr:$scale);
+  let results = (outs Strata_FloatTensor:$query_grad,
+                      Strata_FloatTensor:$key_grad,
+                      Strata_FloatTensor:$value_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
 // Inference (generation with a key/value cache)
 //===----------------------------------------------------------------------===//
 

@@ -415,6 +415,31 @@ Err inferRepeatInterleave(const std::vector<TensorType> &in,
   return std::nullopt;
 }
 
+Err inferCausalAttention(const std::vector<TensorType> &in,
+                         const OpAttrs &attrs, std::vector<TensorType> &out) {
+  const TensorType &q = in[0], &k = in[1], &v = in[2];
+  if (Err e = requireFloat(q, "q"))
+    return e;
+  if (Err e = requireSameDType(q, "q", k, "k"))
+    return e;
+  if (Err e = requireSameDType(q, "q", v, "v"))
+    return e;
+  if (q.shape.size() != 4 || k.shape.size() != 4 || k.shape != v.shape ||
+      q.shape[0] != k.shape[0] || q.shape[2] != k.shape[2] ||
+      q.shape[3] != k.shape[3] || k.shape[1] < 1 ||
+      q.shape[1] % k.shape[1] != 0)
+    return "q is " + formatShape(q.shape) + ", k " + formatShape(k.shape) +
+           ", v " + formatShape(v.shape) +
+           "; expected q [B, heads, S, D] and k, v [B, kv_heads, S, D] with "
+           "kv_heads dividing heads";
+  double scale = floatAttr(attrs, "scale");
+  if (!(scale > 0) || !std::isfinite(scale))
+    return "scale is " + std::to_string(scale) +
+           "; expected a positive number (usually 1/sqrt(head_dim))";
+  out = {q, TensorType{{q.shape[0], q.shape[1], q.shape[2]}, DType::F32}};
+  return std::nullopt;
+}
+
 std::vector<OpRule> buildRules() {
   AttrValue f = false;
   return {
@@ -550,6 +575,14 @@ std::vector<OpRule> buildRules() {
         {"repeats", AttrKind::Int, std::nullopt}},
        inferRepeatInterleave,
        "each entry along axis repeated `repeats` times in place"},
+      {"causal_attention",
+       {"q", "k", "v"},
+       false,
+       2,
+       {{"scale", AttrKind::Float, std::nullopt}},
+       inferCausalAttention,
+       "softmax(scale * q k^T, causal) v, fused; outputs the context and "
+       "the per-row log-sum-exp [B, heads, S] (float32)"},
   };
 }
 

@@ -143,12 +143,12 @@ std::optional<std::string> readFamily(SpecReader &r, const YamlNode *model) {
 
 std::vector<std::string> modelKeys(const std::string &family) {
   if (family == "gpt")
-    return {"family", "vocab",  "seq_len",    "hidden",
-            "heads",  "layers", "ffn_hidden", "dtype"};
+    return {"family", "vocab",      "seq_len", "hidden",   "heads",
+            "layers", "ffn_hidden", "dtype",   "attention"};
   if (family == "llama")
-    return {"family",     "vocab",    "seq_len",        "hidden",
-            "heads",      "kv_heads", "layers",         "ffn_hidden",
-            "rope_theta", "norm_eps", "tie_embeddings", "dtype"};
+    return {"family",         "vocab",  "seq_len",    "hidden",     "heads",
+            "kv_heads",       "layers", "ffn_hidden", "rope_theta", "norm_eps",
+            "tie_embeddings", "dtype",  "attention"};
   if (family == "mlp")
     return {"family", "vocab",      "seq_len",    "hidden",
             "layers", "ffn_hidden", "activation", "dtype"};

@@ -49,6 +49,9 @@ struct GptConfig {
   int64_t vocab = 0, seqLen = 0, hidden = 0, heads = 0, layers = 0;
   int64_t ffnHidden = 0; // defaults to 4 * hidden
   DType dtype = DType::F32;
+  /// `attention: fused` (default): one strata.causal_attention per layer;
+  /// `unfused`: matmul, causal softmax, matmul (the [S, S] scores stored).
+  bool fusedAttention = true;
 };
 
 /// The `llama` preset; semantics are Hugging Face LlamaForCausalLM's.
@@ -60,6 +63,7 @@ struct LlamaConfig {
   double normEps = 1e-5;
   bool tieEmbeddings = false;
   DType dtype = DType::F32;
+  bool fusedAttention = true; ///< as GptConfig::fusedAttention
   int64_t headDim() const { return hidden / heads; }
 };
 

@@ -108,6 +108,15 @@ std::optional<DType> readFloatDType(MapReader &model) {
   return parseDType(*name);
 }
 
+/// `attention: fused | unfused`; true for fused (the default).
+std::optional<bool> readAttention(MapReader &model) {
+  std::optional<std::string> kind =
+      model.getChoice("attention", {"fused", "unfused"}, std::string("fused"));
+  if (!kind)
+    return std::nullopt;
+  return *kind == "fused";
+}
+
 /// ffn_hidden defaults to 4 * hidden.
 std::optional<int64_t> readFfnHidden(MapReader &model,
                                      std::optional<int64_t> hidden) {
@@ -209,7 +218,8 @@ bool readGptConfig(MapReader &model, ModelSpec &spec) {
       model, "'heads: N', the number of attention heads (a divisor of hidden)");
   auto ffn = readFfnHidden(model, t.hidden);
   auto dtype = readFloatDType(model);
-  if (!t.ok() || !ffn || !dtype ||
+  auto attention = readAttention(model);
+  if (!t.ok() || !ffn || !dtype || !attention ||
       !requireDivisor(model, "heads", *t.heads, "hidden", *t.hidden))
     return false;
   int64_t h = *t.hidden, f = *ffn;
@@ -235,6 +245,7 @@ bool readGptConfig(MapReader &model, ModelSpec &spec) {
   c.layers = *t.layers;
   c.ffnHidden = f;
   c.dtype = *dtype;
+  c.fusedAttention = *attention;
   spec.gpt = c;
   return true;
 }
@@ -256,7 +267,9 @@ bool readLlamaConfig(MapReader &model, ModelSpec &spec) {
       model.getFloat("norm_eps", 0.0, HUGE_VAL, 1e-5, /*minExclusive=*/true);
   auto tie = model.getBool("tie_embeddings", false);
   auto dtype = readFloatDType(model);
+  auto attention = readAttention(model);
   if (!t.ok() || !ffn || !kvHeads || !theta || !eps || !tie || !dtype ||
+      !attention ||
       !requireDivisor(model, "heads", *t.heads, "hidden", *t.hidden) ||
       !requireDivisor(model, "kv_heads", *kvHeads, "heads", *t.heads,
                       " (each kv head serves heads / kv_heads query heads)"))
@@ -297,6 +310,7 @@ bool readLlamaConfig(MapReader &model, ModelSpec &spec) {
   c.normEps = *eps;
   c.tieEmbeddings = *tie;
   c.dtype = *dtype;
+  c.fusedAttention = *attention;
   spec.llama = c;
   return true;
 }
@@ -396,12 +410,18 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch, const PresetLocs &locs,
         b.op("reshape", {parts[1]}, p + "attn.k", {{"shape", headShape}});
     std::string v =
         b.op("reshape", {parts[2]}, p + "attn.v", {{"shape", headShape}});
-    std::string scores =
-        b.op("matmul", {q, k}, p + "attn.scores", {{"transpose_b", true}});
-    std::string probs = b.op(
-        "softmax", {scores}, p + "attn.probs",
-        {{"causal", true}, {"scale", AttrValue(1.0 / std::sqrt((double)hd))}});
-    std::string ctx = b.op("matmul", {probs, v}, p + "attn.ctx");
+    AttrValue scale(1.0 / std::sqrt((double)hd));
+    std::string ctx;
+    if (c.fusedAttention) {
+      ctx = b.ops("causal_attention", {q, k, v},
+                  {p + "attn.ctx", p + "attn.lse"}, {{"scale", scale}})[0];
+    } else {
+      std::string scores =
+          b.op("matmul", {q, k}, p + "attn.scores", {{"transpose_b", true}});
+      std::string probs = b.op("softmax", {scores}, p + "attn.probs",
+                               {{"causal", true}, {"scale", scale}});
+      ctx = b.op("matmul", {probs, v}, p + "attn.ctx");
+    }
     ctx = b.op("transpose", {ctx}, p + "attn.ctx_t",
                {{"permutation", std::vector<int64_t>{0, 2, 1, 3}}});
     ctx = b.op("reshape", {ctx}, p + "attn.ctx_merged",
@@ -501,14 +521,24 @@ Graph expandLlamaGraph(const LlamaConfig &c, int64_t batch,
                   {{"axis", int64_t(1)}, {"repeats", group}});
     };
     std::string q = rope(heads(qW, nh, "q"), "q");
-    std::string k = repeatKv(rope(heads(kW, kvh, "k"), "k"), "k");
-    std::string v = repeatKv(heads(vW, kvh, "v"), "v");
-    std::string scores =
-        b.op("matmul", {q, k}, p + "self_attn.scores", {{"transpose_b", true}});
-    std::string probs = b.op(
-        "softmax", {scores}, p + "self_attn.probs",
-        {{"causal", true}, {"scale", AttrValue(1.0 / std::sqrt((double)hd))}});
-    std::string ctx = b.op("matmul", {probs, v}, p + "self_attn.ctx");
+    std::string k = rope(heads(kW, kvh, "k"), "k");
+    std::string v = heads(vW, kvh, "v");
+    AttrValue scale(1.0 / std::sqrt((double)hd));
+    std::string ctx;
+    if (c.fusedAttention) {
+      // The fused op maps query head j to kv head j // group itself.
+      ctx = b.ops("causal_attention", {q, k, v},
+                  {p + "self_attn.ctx", p + "self_attn.lse"},
+                  {{"scale", scale}})[0];
+    } else {
+      k = repeatKv(k, "k");
+      v = repeatKv(v, "v");
+      std::string scores = b.op("matmul", {q, k}, p + "self_attn.scores",
+                                {{"transpose_b", true}});
+      std::string probs = b.op("softmax", {scores}, p + "self_attn.probs",
+                               {{"causal", true}, {"scale", scale}});
+      ctx = b.op("matmul", {probs, v}, p + "self_attn.ctx");
+    }
     ctx = b.op("transpose", {ctx}, p + "self_attn.ctx_t",
                {{"permutation", std::vector<int64_t>{0, 2, 1, 3}}});
     ctx = b.op("reshape", {ctx}, p + "self_attn.ctx_merged",

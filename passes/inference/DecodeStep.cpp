@@ -2,7 +2,8 @@
 //
 // Generation reuses the training forward, op for op, for one new position:
 // the frontend builds @forward for [B, 1] inputs, and this pass swaps each
-// attention core for a cached attention over the positions generated so
+// attention core (a fused strata.causal_attention, or matmul, causal
+// softmax, matmul) for a cached attention over the positions generated so
 // far. Everything else (embeddings, norms, projections, the tied head) is
 // untouched, which is why decode logits equal the training forward's.
 //
@@ -98,6 +99,23 @@ struct DecodeStepPass : strata::impl::StrataDecodeStepBase<DecodeStepPass> {
   }
 
   LogicalResult cacheAttention(func::FuncOp forward, int64_t cacheLen) {
+    // A fused attention already takes the kv heads once.
+    SmallVector<CausalAttentionOp> fused;
+    forward.walk([&](CausalAttentionOp a) { fused.push_back(a); });
+    for (CausalAttentionOp attention : fused) {
+      if (!attention.getLse().use_empty())
+        return attention.emitError("generation needs the lse of "
+                                   "strata.causal_attention to be unused");
+      OpBuilder b(attention);
+      auto cached = b.create<CachedAttentionOp>(
+          attention.getLoc(), attention.getQuery(), attention.getKey(),
+          attention.getValue(), attention.getScaleAttr(),
+          b.getI64IntegerAttr(cacheLen));
+      if (Attribute a = attention->getAttr("strata.layer"))
+        cached->setAttr("strata.layer", a);
+      attention.getOutput().replaceAllUsesWith(cached.getResult());
+      attention.erase();
+    }
     SmallVector<SoftmaxOp> softmaxes;
     forward.walk([&](SoftmaxOp s) { softmaxes.push_back(s); });
     for (SoftmaxOp softmax : softmaxes) {

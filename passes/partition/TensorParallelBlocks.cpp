@@ -16,7 +16,8 @@
 // attention with fewer kv heads than ranks), that column is `select`ed:
 // each rank computes the one kv head its query heads use, and the
 // repeat_interleave that serves the query heads turns it into an ordinary
-// split.
+// split (a fused strata.causal_attention reads the selected kv head for all
+// of the rank's query heads itself).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,7 +51,7 @@ int64_t product(ArrayRef<int64_t> dims) {
 bool isLocalOp(Operation *op) {
   return isa<BiasAddOp, GeluOp, ReluOp, SiluOp, ScaleOp, AddOp, MulOp,
              SiluMulOp, SoftmaxOp, ReshapeOp, TransposeOp, SplitOp, MatmulOp,
-             RotaryEmbeddingOp, RepeatInterleaveOp>(op);
+             RotaryEmbeddingOp, RepeatInterleaveOp, CausalAttentionOp>(op);
 }
 
 /// A column candidate: a matmul by a rank-2 parameter read by nothing else.
@@ -146,6 +147,19 @@ LogicalResult propagate(ParallelBlock &block) {
               Split s = *in;
               s.select = false;
               return s;
+            })
+            .Case([&](CausalAttentionOp a) -> std::optional<Split> {
+              // Heads (dim 1) split alike in query, key and value; a
+              // selected kv head serves all of this rank's query heads.
+              std::optional<Split> k = splitOf(a.getKey()),
+                                   v = splitOf(a.getValue());
+              auto byHeads = [](const std::optional<Split> &s) {
+                return s && !s->viewed && s->dim == 1;
+              };
+              if (!byHeads(in) || in->select || !byHeads(k) || !byHeads(v) ||
+                  k->select != v->select)
+                return std::nullopt;
+              return in;
             })
             .Case([&](TransposeOp t) -> std::optional<Split> {
               if (in->viewed)

@@ -45,6 +45,9 @@ public:
   /// This process's index in the group, and the group size.
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// Whether buffers may be device (GPU) memory: NCCL's. Otherwise a GPU
+  /// backend stages them through host memory (MPI under the CUDA device).
+  virtual bool acceptsDeviceMemory() const { return false; }
 
   /// buf[0:count] = op over the group of buf[0:count] (f32 or f64).
   virtual void allReduce(void *buf, int64_t count, DType dtype,
@@ -94,6 +97,13 @@ public:
 /// A world of one rank, in-process: reductions over one member are copies,
 /// point-to-point transfers have no peer and fail.
 std::unique_ptr<CommBackend> createSingleRankBackend();
+
+/// The communicators of a CUDA program's ranks (runtime/nccl/): NCCL for the
+/// program's groups when every rank of a node has its own GPU, else `mpi`
+/// itself, whose host buffers the CUDA device stages collectives through.
+/// `why` says why NCCL was not used (empty when it is).
+std::shared_ptr<CommBackend>
+createCudaCommBackend(std::shared_ptr<CommBackend> mpi, std::string &why);
 
 } // namespace strata::rt
 

@@ -16,8 +16,10 @@
 #include "runtime/core/Communicator.h"
 #include "runtime/format/Program.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace strata::rt {
 
@@ -55,6 +57,18 @@ struct ExecContext {
   StepServices *services = nullptr;
 };
 
+/// Receives every instruction's start and end while a step is traced
+/// (`--trace`, runtime/core/StepTrace.h). `bytes` is what a collective or
+/// transfer moves (its first operand); 0 for kernels.
+class InstructionTracer {
+public:
+  using Clock = std::chrono::steady_clock;
+  virtual ~InstructionTracer() = default;
+  virtual void record(const Instruction &inst, SequenceKind kind,
+                      Clock::time_point start, Clock::time_point end,
+                      uint64_t bytes) = 0;
+};
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -66,9 +80,24 @@ public:
   virtual void upload(uint64_t offset, const void *src, uint64_t bytes) = 0;
   virtual void download(uint64_t offset, void *dst, uint64_t bytes) const = 0;
   virtual void run(SequenceKind kind, const ExecContext &ctx) = 0;
+  /// Times every instruction into `tracer` until set back to null (the
+  /// default: run() then reads no clock).
+  virtual void setTracer(InstructionTracer *tracer) { (void)tracer; }
 };
 
 std::unique_ptr<Device> createCpuDevice();
+
+/// The CUDA backend (runtime/cuda/) on this process's GPU. Throws
+/// RuntimeError with cudaUnavailableReason() when it cannot run.
+std::unique_ptr<Device> createCudaDevice(const TargetDesc &target);
+
+/// Why this process cannot run a CUDA program (a runtime built without
+/// CUDA, no driver, no GPU), or empty when it can. Loads the CUDA libraries
+/// on first use; never aborts.
+std::string cudaUnavailableReason();
+
+/// The device a program's target names.
+std::unique_ptr<Device> createDevice(const TargetDesc &target);
 
 } // namespace strata::rt
 

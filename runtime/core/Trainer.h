@@ -80,6 +80,8 @@ public:
 
   const Program &program() const { return program_; }
   const RankProgram &rankProgram() const { return program_.ranks[rank_]; }
+  /// Times every instruction into `tracer` (null: off); `--trace`.
+  void setTracer(InstructionTracer *tracer) { device_->setTracer(tracer); }
   uint32_t rank() const { return rank_; }
   uint32_t worldSize() const { return program_.meta.worldSize; }
   bool isLossRank() const { return isLossRank_; }

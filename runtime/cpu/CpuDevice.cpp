@@ -247,6 +247,10 @@ void CpuDevice::download(uint64_t offset, void *dst, uint64_t bytes) const {
 }
 
 void CpuDevice::run(SequenceKind kind, const ExecContext &ctx) {
+  if (tracer_) {
+    runTraced(kind, ctx);
+    return;
+  }
   StepServices *services = ctx.services;
   using Clock = std::chrono::steady_clock;
   for (const BoundStep &step : sequences_[static_cast<int>(kind)]) {
@@ -262,6 +266,31 @@ void CpuDevice::run(SequenceKind kind, const ExecContext &ctx) {
     }
     // Outstanding non-blocking collectives only advance inside MPI calls
     // (no progress thread), so poke them between kernels.
+    if (services && services->hasPending())
+      services->progress();
+  }
+}
+
+/// run() while a step is traced (--trace): every instruction timed into the
+/// tracer, with the bytes a collective or transfer moves (its first operand).
+void CpuDevice::runTraced(SequenceKind kind, const ExecContext &ctx) {
+  StepServices *services = ctx.services;
+  using Clock = std::chrono::steady_clock;
+  for (const BoundStep &step : sequences_[static_cast<int>(kind)]) {
+    auto start = Clock::now();
+    step.kernel(step.bound, ctx);
+    auto end = Clock::now();
+    if (profiling_) {
+      ProfileRow &row = profile_[step.profileSlot];
+      row.seconds += std::chrono::duration<double>(end - start).count();
+      ++row.calls;
+    }
+    const BoundInstruction &b = step.bound;
+    uint16_t op = static_cast<uint16_t>(b.inst->opcode);
+    uint64_t bytes = op >= 128 && op < 192 && !b.elements.empty()
+                         ? uint64_t(b.elements[0]) * dtypeBytes(b.dtypes[0])
+                         : 0;
+    tracer_->record(*b.inst, kind, start, end, bytes);
     if (services && services->hasPending())
       services->progress();
   }

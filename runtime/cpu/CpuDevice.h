@@ -42,6 +42,7 @@ public:
   void prepare(const RankProgram &rank) override;
   void upload(uint64_t offset, const void *src, uint64_t bytes) override;
   void download(uint64_t offset, void *dst, uint64_t bytes) const override;
+  void setTracer(InstructionTracer *tracer) override { tracer_ = tracer; }
   void run(SequenceKind kind, const ExecContext &ctx) override;
 
 private:
@@ -69,9 +70,11 @@ private:
     double seconds = 0;
   };
   void printProfile() const;
+  void runTraced(SequenceKind kind, const ExecContext &ctx);
 
   uint8_t *arena_ = nullptr;
   uint64_t arenaBytes_ = 0;
+  InstructionTracer *tracer_ = nullptr; ///< --trace; null when off
   std::vector<BoundStep> sequences_[kNumSequenceKinds];
   bool profiling_ = false;
   /// Float32 copies of the bfloat16 operands of one instruction (sized for

@@ -10,9 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/AttentionKernels.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/Kernels.h"
 
+#include "runtime/kernels/OptimizerMath.h"
 #include "runtime/support/Error.h"
 
 #include <array>
@@ -136,6 +138,18 @@ void runKvAttention(const B &b, const C &ctx) {
               b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4), ctx.step,
               float(b.fattr(0)));
 }
+AttentionShape attentionShape(const B &b) {
+  return {b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4)};
+}
+void runCausalAttentionFwd(const B &b, const C &) {
+  causalAttentionFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
+                     attentionShape(b), float(b.fattr(0)));
+}
+void runCausalAttentionBwd(const B &b, const C &) {
+  causalAttentionBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+                     b.f32(6), b.f32(7), b.f32(8), attentionShape(b),
+                     float(b.fattr(0)));
+}
 void runSoftmaxBwd(const B &b, const C &) {
   int64_t n = b.attr(0);
   softmaxBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n,
@@ -216,8 +230,7 @@ void runGradSumSq(const B &b, const C &) {
 }
 void runClipGrads(const B &b, const C &) {
   // torch.nn.utils.clip_grad_norm_: scale only when the coefficient is < 1.
-  double norm = std::sqrt(*b.f64(0));
-  double coef = b.fattr(0) / (norm + 1e-6);
+  double coef = kernels::clipCoefficient(*b.f64(0), b.fattr(0));
   if (!(coef < 1.0))
     return;
   for (size_t i = 1; i < b.operands.size(); ++i)
@@ -331,6 +344,8 @@ constexpr Entry kEntries[] = {
     {Opcode::LayerNormBwd, runLayerNormBwd},
     {Opcode::SoftmaxFwd, runSoftmaxFwd},
     {Opcode::SoftmaxBwd, runSoftmaxBwd},
+    {Opcode::CausalAttentionFwd, runCausalAttentionFwd},
+    {Opcode::CausalAttentionBwd, runCausalAttentionBwd},
     {Opcode::KvAttention, runKvAttention},
     {Opcode::RotaryAtPosition, runRotaryAtPosition},
     {Opcode::CrossEntropyFwd, runCrossEntropyFwd},

@@ -14,7 +14,11 @@
 #include "runtime/cpu/Kernels.h"
 
 #include "runtime/cpu/FastMath.h"
+#include "runtime/kernels/GeluMath.h"
+#include "runtime/kernels/LayerNormMath.h"
+#include "runtime/kernels/OptimizerMath.h"
 #include "runtime/kernels/RotaryMath.h"
+#include "runtime/kernels/SoftmaxMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,6 +30,8 @@
 #include <vector>
 
 namespace strata::rt::cpu {
+
+namespace k = strata::kernels;
 
 void fill(float *out, int64_t n, float value) {
   std::fill(out, out + n, value);
@@ -93,19 +99,12 @@ void biasGrad(const float *dout, float *dbias, int64_t rows, int64_t n) {
     accumulate(dout + r * n, dbias, n);
 }
 
-namespace {
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
-} // namespace
-
-// 0.5 (1 + tanh(u)) = sigmoid(2u), and its derivative 0.5 (1 - tanh^2(u))
-// = 2 s (1 - s): one exp per element and no cancellation.
+// The math is runtime/kernels/GeluMath.h's; the sigmoid is FastMath's.
 void geluFwd(const float *x, float *out, int64_t n) {
   STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
-    float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
-    out[i] = v * sigmoidApprox(2.0f * u);
+    out[i] = k::geluForward(v, sigmoidApprox(k::geluSigmoidArg(v)));
   }
 }
 
@@ -113,23 +112,20 @@ void geluBwd(const float *x, const float *dy, float *dx, int64_t n) {
   STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
-    float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
-    float s = sigmoidApprox(2.0f * u);
-    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
+    dx[i] = k::geluBackward(v, sigmoidApprox(k::geluSigmoidArg(v)), dy[i]);
   }
 }
 
 void reluFwd(const float *x, float *out, int64_t n) {
   STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
-    out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    out[i] = k::reluForward(x[i]);
 }
 
 void reluBwd(const float *x, const float *dy, float *dx, int64_t n) {
   STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
-    dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    dx[i] = k::reluBackward(x[i], dy[i]);
 }
 
 void layerNormFwd(const float *x, const float *gamma, const float *beta,
@@ -156,10 +152,10 @@ void layerNormFwd(const float *x, const float *gamma, const float *beta,
       }
     for (; i < n; ++i)
       acc[0] += (xr[i] - mu) * (xr[i] - mu);
-    float rs = 1.0f / std::sqrt(sumLanes(acc) / float(n) + eps);
+    float rs = k::layerNormRstd(sumLanes(acc), n, eps);
     STRATA_ELEMENTWISE
     for (int64_t i = 0; i < n; ++i)
-      yr[i] = (xr[i] - mu) * rs * gamma[i] + beta[i];
+      yr[i] = k::layerNormForward(xr[i], mu, rs, gamma[i], beta[i]);
     mean[r] = mu;
     rstd[r] = rs;
   }
@@ -178,19 +174,19 @@ void layerNormBwd(const float *dy, const float *x, const float *gamma,
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes)
       for (int j = 0; j < kLanes; ++j) {
-        float xhat = (xr[i + j] - mu) * rs;
+        float xhat = k::layerNormNormalized(xr[i + j], mu, rs);
         float d = gr[i + j] * gamma[i + j];
         accD[j] += d;
         accDX[j] += d * xhat;
       }
     for (; i < n; ++i) {
-      float xhat = (xr[i] - mu) * rs;
+      float xhat = k::layerNormNormalized(xr[i], mu, rs);
       float d = gr[i] * gamma[i];
       accD[0] += d;
       accDX[0] += d * xhat;
     }
     for (i = 0; i < n; ++i) {
-      float xhat = (xr[i] - mu) * rs;
+      float xhat = k::layerNormNormalized(xr[i], mu, rs);
       dgamma[i] += gr[i] * xhat;
       dbeta[i] += gr[i];
     }
@@ -198,8 +194,8 @@ void layerNormBwd(const float *dy, const float *x, const float *gamma,
           meanDX = sumLanes(accDX) / float(n);
     STRATA_ELEMENTWISE
     for (int64_t i = 0; i < n; ++i) {
-      float xhat = (xr[i] - mu) * rs;
-      dxr[i] = rs * (gr[i] * gamma[i] - meanD - xhat * meanDX);
+      float xhat = k::layerNormNormalized(xr[i], mu, rs);
+      dxr[i] = k::layerNormInputGrad(gr[i], gamma[i], xhat, rs, meanD, meanDX);
     }
   }
 }
@@ -209,27 +205,27 @@ void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * n;
     float *yr = out + r * n;
-    int64_t valid = causal ? (r % n) + 1 : n;
+    int64_t valid = k::softmaxValidColumns(r, n, causal);
     // max(scale * x) from max or min of x, as the sign of scale says.
     float mx;
     if (scale >= 0.0f) {
-      mx = scale * rowMax(xr, valid);
+      mx = k::softmaxShift(rowMax(xr, valid), 0.0f, scale);
     } else {
       float mn = xr[0];
       for (int64_t j = 1; j < valid; ++j)
         mn = std::min(mn, xr[j]);
-      mx = scale * mn;
+      mx = k::softmaxShift(0.0f, mn, scale);
     }
     float acc[kLanes] = {};
     int64_t j = 0;
     for (; j + kLanes <= valid; j += kLanes)
       for (int l = 0; l < kLanes; ++l) {
-        float e = expApprox(scale * xr[j + l] - mx);
+        float e = expApprox(k::softmaxExpArg(xr[j + l], scale, mx));
         yr[j + l] = e;
         acc[l] += e;
       }
     for (; j < valid; ++j) {
-      float e = expApprox(scale * xr[j] - mx);
+      float e = expApprox(k::softmaxExpArg(xr[j], scale, mx));
       yr[j] = e;
       acc[0] += e;
     }
@@ -311,7 +307,7 @@ void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
     float dot = sumLanes(acc);
     STRATA_ELEMENTWISE
     for (j = 0; j < n; ++j)
-      dr[j] = scale * yr[j] * (gr[j] - dot);
+      dr[j] = k::softmaxBackward(yr[j], gr[j], dot, scale);
   }
 }
 
@@ -332,8 +328,8 @@ double crossEntropyFwd(const float *logits, const int32_t *targets,
       acc[0] += expApprox(xr[j] - mx);
     lse[r] = mx + std::log(sumLanes(acc));
     int64_t t = targets[r];
-    if (t >= 0 && t < vocab)
-      total += double(lse[r]) - double(xr[t]);
+    if (k::targetInShard(t, 0, vocab))
+      total += k::crossEntropyRowLoss(lse[r], xr[t]);
   }
   return total / double(rows);
 }
@@ -347,10 +343,10 @@ void crossEntropyBwd(const float *logits, const int32_t *targets,
     float l = lse[r];
     STRATA_ELEMENTWISE
     for (int64_t j = 0; j < vocab; ++j)
-      dr[j] = expApprox(xr[j] - l) * scale;
+      dr[j] = k::crossEntropyGrad(expApprox(xr[j] - l), scale);
     int64_t t = targets[r];
-    if (t >= 0 && t < vocab)
-      dr[t] -= scale;
+    if (k::targetInShard(t, 0, vocab))
+      dr[t] = k::crossEntropyTargetGrad(dr[t], scale);
   }
 }
 
@@ -375,8 +371,9 @@ void ceVpSumExp(const float *logits, const int32_t *targets,
     for (; j < valid; ++j)
       acc[0] += expApprox(xr[j] - mx);
     stats[r] = sumLanes(acc);
-    int64_t t = int64_t(targets[r]) - vocabStart;
-    stats[rows + r] = t >= 0 && t < valid ? xr[t] : 0.0f;
+    int64_t t = int64_t(targets[r]);
+    stats[rows + r] =
+        k::targetInShard(t, vocabStart, valid) ? xr[t - vocabStart] : 0.0f;
   }
 }
 
@@ -385,7 +382,7 @@ double ceVpLoss(const float *rowmax, const float *stats, float *lse,
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     lse[r] = rowmax[r] + std::log(stats[r]);
-    total += double(lse[r]) - double(stats[rows + r]);
+    total += k::crossEntropyRowLoss(lse[r], stats[rows + r]);
   }
   return total / double(rows);
 }
@@ -399,12 +396,12 @@ void ceVpBwd(const float *logits, const int32_t *targets, const float *lse,
     float l = lse[r];
     STRATA_ELEMENTWISE
     for (int64_t j = 0; j < valid; ++j)
-      dr[j] = expApprox(xr[j] - l) * scale;
+      dr[j] = k::crossEntropyGrad(expApprox(xr[j] - l), scale);
     for (int64_t j = valid; j < n; ++j)
       dr[j] = 0.0f;
-    int64_t t = int64_t(targets[r]) - vocabStart;
-    if (t >= 0 && t < valid)
-      dr[t] -= scale;
+    int64_t t = int64_t(targets[r]);
+    if (k::targetInShard(t, vocabStart, valid))
+      dr[t - vocabStart] = k::crossEntropyTargetGrad(dr[t - vocabStart], scale);
   }
 }
 
@@ -479,41 +476,31 @@ double sumSquares(const float *x, int64_t n) {
 
 void sgdStep(float *param, const float *grad, float *buf, int64_t n, double lr,
              double momentum, double weightDecay) {
-  // torch turns Python scalars into the tensor's dtype before the math.
-  const float wd = float(weightDecay), mom = float(momentum),
-              negLr = float(-lr);
+  const k::SgdCoefficients c = k::sgdCoefficients(lr, momentum, weightDecay);
   STRATA_ELEMENTWISE
-  for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i] + wd * param[i];
-    float b = buf[i] * mom + g;
-    buf[i] = b;
-    param[i] = param[i] + negLr * b;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    k::sgdUpdate(param[i], grad[i], buf[i], c);
 }
 
 void adamwStep(float *param, const float *grad, float *expAvg, float *expAvgSq,
                int64_t n, double lr, double beta1, double beta2, double eps,
                double weightDecay, int64_t step) {
-  const float decay = float(1.0 - lr * weightDecay);
-  const float b1 = float(beta1), oneMinusB1 = float(1.0 - beta1);
-  const float b2 = float(beta2), oneMinusB2 = float(1.0 - beta2);
-  double biasCorrection1 = 1.0 - std::pow(beta1, double(step));
-  double biasCorrection2 = 1.0 - std::pow(beta2, double(step));
-  const float negStepSize = float(-(lr / biasCorrection1));
-  const float bc2Sqrt = float(std::sqrt(biasCorrection2));
-  const float epsF = float(eps);
+  const k::AdamWCoefficients c =
+      k::adamwCoefficients(lr, beta1, beta2, eps, weightDecay, step);
   int64_t i = 0;
 #ifdef __AVX512F__
   // GCC will not vectorise a loop calling sqrt while errno semantics are on
   // (the default), and this loop streams four arrays of every parameter:
   // the same operations, 16 lanes at a time (sqrt and division are
   // correctly rounded in both forms).
-  const __m512 vDecay = _mm512_set1_ps(decay), vB1 = _mm512_set1_ps(b1),
-               vOneMinusB1 = _mm512_set1_ps(oneMinusB1),
-               vB2 = _mm512_set1_ps(b2),
-               vOneMinusB2 = _mm512_set1_ps(oneMinusB2),
-               vNegStep = _mm512_set1_ps(negStepSize),
-               vBc2Sqrt = _mm512_set1_ps(bc2Sqrt), vEps = _mm512_set1_ps(epsF);
+  // The operations of kernels::adamwUpdate, in its order.
+  const __m512 vDecay = _mm512_set1_ps(c.decay), vB1 = _mm512_set1_ps(c.beta1),
+               vOneMinusB1 = _mm512_set1_ps(c.oneMinusBeta1),
+               vB2 = _mm512_set1_ps(c.beta2),
+               vOneMinusB2 = _mm512_set1_ps(c.oneMinusBeta2),
+               vNegStep = _mm512_set1_ps(c.negStepSize),
+               vBc2Sqrt = _mm512_set1_ps(c.bc2Sqrt),
+               vEps = _mm512_set1_ps(c.eps);
   for (; i + 16 <= n; i += 16) {
     __m512 p = _mm512_mul_ps(_mm512_loadu_ps(param + i), vDecay);
     __m512 g = _mm512_loadu_ps(grad + i);
@@ -530,16 +517,8 @@ void adamwStep(float *param, const float *grad, float *expAvg, float *expAvgSq,
         _mm512_add_ps(p, _mm512_div_ps(_mm512_mul_ps(vNegStep, m), denom)));
   }
 #endif
-  for (; i < n; ++i) {
-    float p = param[i] * decay;
-    float g = grad[i];
-    float m = expAvg[i] * b1 + oneMinusB1 * g;
-    float v = expAvgSq[i] * b2 + oneMinusB2 * g * g;
-    float denom = std::sqrt(v) / bc2Sqrt + epsF;
-    expAvg[i] = m;
-    expAvgSq[i] = v;
-    param[i] = p + negStepSize * m / denom;
-  }
+  for (; i < n; ++i)
+    k::adamwUpdate(param[i], grad[i], expAvg[i], expAvgSq[i], c);
 }
 
 } // namespace strata::rt::cpu

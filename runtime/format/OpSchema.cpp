@@ -169,6 +169,42 @@ bool verifyRotaryAtPosition(VerifyContext &ctx) {
   }
   return ctx.expectElements(1, ctx.operands[0]->numElements());
 }
+/// Fused attention: ints [batch, heads, kv_heads, seq, head_dim], floats
+/// [scale]; query-shaped operands `queryLike`, kv-shaped `kvLike`, and the
+/// per-row statistics `rows`.
+bool verifyCausalAttention(VerifyContext &ctx, std::vector<size_t> queryLike,
+                           std::vector<size_t> kvLike, size_t rows) {
+  for (size_t i = 0; i < 5; ++i)
+    if (!ctx.expectIntRange(i, 1, kMaxDim))
+      return false;
+  int64_t batch = attr(ctx, 0), heads = attr(ctx, 1), kvHeads = attr(ctx, 2),
+          seq = attr(ctx, 3), dim = attr(ctx, 4);
+  if (heads % kvHeads != 0) {
+    ctx.error = "causal attention needs kv_heads (" + std::to_string(kvHeads) +
+                ") dividing heads (" + std::to_string(heads) + ")";
+    return false;
+  }
+  if (!(ctx.inst.floats[0] > 0.0)) {
+    ctx.error = "causal attention needs a positive scale";
+    return false;
+  }
+  int64_t q = product({batch, heads, seq, dim}),
+          kv = product({batch, kvHeads, seq, dim}),
+          stats = product({batch, heads, seq});
+  for (size_t i : queryLike)
+    if (!ctx.expectElements(i, q))
+      return false;
+  for (size_t i : kvLike)
+    if (!ctx.expectElements(i, kv))
+      return false;
+  return ctx.expectElements(rows, stats);
+}
+bool verifyCausalAttentionFwd(VerifyContext &ctx) {
+  return verifyCausalAttention(ctx, {0, 3}, {1, 2}, 4);
+}
+bool verifyCausalAttentionBwd(VerifyContext &ctx) {
+  return verifyCausalAttention(ctx, {0, 1, 4, 6}, {2, 3, 7, 8}, 5);
+}
 bool verifySoftmaxBwd(VerifyContext &ctx) {
   return verifyRows(ctx, {1, 2}, {}, {});
 }
@@ -522,6 +558,8 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::RepeatInterleave, "repeat_interleave", {{"x", In, F32}, {"out", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatFwd});
   add({Opcode::RepeatInterleaveBwd, "repeat_interleave_bwd", {{"dy", In, F32}, {"dx", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatBwd});
   add({Opcode::RotaryAtPosition, "rotary_at_position", {{"x", In, F32}, {"out", Out, F32}}, false, {"dim"}, false, {"theta"}, true, verifyRotaryAtPosition});
+  add({Opcode::CausalAttentionFwd, "causal_attention_fwd", {{"q", In, F32}, {"k", In, F32}, {"v", In, F32}, {"out", Out, F32}, {"lse", Out, F32}}, false, {"batch", "heads", "kv_heads", "seq", "head_dim"}, false, {"scale"}, false, verifyCausalAttentionFwd});
+  add({Opcode::CausalAttentionBwd, "causal_attention_bwd", {{"dout", In, F32}, {"q", In, F32}, {"k", In, F32}, {"v", In, F32}, {"out", In, F32}, {"lse", In, F32}, {"dq", Out, F32}, {"dk", Out, F32}, {"dv", Out, F32}}, false, {"batch", "heads", "kv_heads", "seq", "head_dim"}, false, {"scale"}, false, verifyCausalAttentionBwd});
   add({Opcode::KvAttention, "kv_attention", {{"q", In, F32}, {"k", In, F32}, {"v", In, F32}, {"k_cache", InOut, F32}, {"v_cache", InOut, F32}, {"out", Out, F32}}, false, {"batch", "heads", "kv_heads", "max_len", "head_dim"}, false, {"scale"}, false, verifyKvAttention});
   add({Opcode::GradSumSq, "grad_sumsq", {{"out", Out, F64}, {"grads", In, F32}}, true, {}, false, {}, false, verifyScalarFirst});
   add({Opcode::ClipGrads, "clip_grads", {{"sumsq", In, F64}, {"grads", InOut, F32}}, true, {}, false, {"max_norm"}, false, verifyScalarFirst});

@@ -33,6 +33,7 @@ enum SectionId : uint32_t {
   kSectionRank = 3,
   kSectionGroups = 4,
   kSectionDecode = 5,
+  kSectionTarget = 12, ///< Numbered apart from the others' additions.
 };
 
 enum RankSectionId : uint32_t {
@@ -382,6 +383,16 @@ const char *dtypeName(DType dtype) {
   return "?";
 }
 
+const char *targetName(TargetKind target) {
+  switch (target) {
+  case TargetKind::Cpu:
+    return "cpu";
+  case TargetKind::Cuda:
+    return "cuda";
+  }
+  return "?";
+}
+
 size_t dtypeBytes(DType dtype) {
   return dtype == DType::F64 ? 8 : dtype == DType::BF16 ? 2 : 4;
 }
@@ -522,10 +533,20 @@ std::vector<uint8_t> serializeProgram(const Program &program) {
   }
   if (program.decode)
     payload.section(kSectionDecode, encodeRank(*program.decode));
+  const TargetDesc &target = program.target;
+  if (target.kind != TargetKind::Cpu || !target.deviceModel.empty() ||
+      !target.cluster.empty()) {
+    Writer t;
+    t.u8(static_cast<uint8_t>(target.kind));
+    t.str(target.deviceModel);
+    t.str(target.cluster);
+    payload.section(kSectionTarget, t);
+  }
 
   Writer file;
   file.bytes.insert(file.bytes.end(), kProgramMagic, kProgramMagic + 8);
-  file.u32(kProgramFormatVersion);
+  file.u32(target.kind == TargetKind::Cpu ? kProgramFormatVersion
+                                          : kProgramFormatVersionTargets);
   file.u32(0);
   file.u64(payload.bytes.size());
   file.u64(fnv1a64(payload.bytes.data(), payload.bytes.size()));
@@ -547,10 +568,12 @@ Program parseProgram(const uint8_t *data, size_t size,
   header.u32(); // flags: none defined in version 1
   uint64_t payloadLength = header.u64();
   uint64_t checksum = header.u64();
-  if (version != kProgramFormatVersion)
+  if (version != kProgramFormatVersion &&
+      version != kProgramFormatVersionTargets)
     fail(source, ": program format version ", version,
-         " is not supported by this runtime (it reads version ",
-         kProgramFormatVersion, "); recompile with a matching strata");
+         " is not supported by this runtime (it reads versions ",
+         kProgramFormatVersion, " and ", kProgramFormatVersionTargets,
+         "); recompile with a matching strata");
   if (payloadLength != size - kProgramHeaderBytes)
     fail(source, ": program is truncated or has trailing bytes (header says ",
          payloadLength, " payload bytes, file has ", size - kProgramHeaderBytes,
@@ -562,7 +585,7 @@ Program parseProgram(const uint8_t *data, size_t size,
 
   Program program;
   Reader r(payload, payloadLength, source);
-  bool haveMeta = false, haveTrain = false;
+  bool haveMeta = false, haveTrain = false, haveTarget = false;
   while (!r.done()) {
     uint32_t id;
     Reader s = r.section(id);
@@ -603,6 +626,11 @@ Program parseProgram(const uint8_t *data, size_t size,
       program.ranks.push_back(decodeRank(s));
     } else if (id == kSectionDecode) {
       program.decode = decodeRank(s);
+    } else if (id == kSectionTarget) {
+      program.target.kind = enumValue<TargetKind>(s, 1, "target");
+      program.target.deviceModel = s.str();
+      program.target.cluster = s.str();
+      haveTarget = true;
     } else if (id == kSectionGroups) {
       uint32_t n = s.count(8);
       program.groups.resize(n);
@@ -621,6 +649,12 @@ Program parseProgram(const uint8_t *data, size_t size,
   }
   if (!haveMeta || !haveTrain)
     fail(source, ": program lacks its metadata or training section");
+  // Version 2 exists only to keep target-unaware runtimes away.
+  if (version == kProgramFormatVersionTargets &&
+      (!haveTarget || program.target.kind == TargetKind::Cpu))
+    fail(source, ": program format version ", version,
+         " without a non-CPU target section; the file is corrupted, "
+         "recompile it");
   verifyProgram(program, source);
   return program;
 }

@@ -29,6 +29,10 @@ namespace strata::rt {
 /// Bumped whenever the meaning of existing bytes changes. Readers reject other
 /// versions; additive sections keep the version (readers skip unknown ones).
 constexpr uint32_t kProgramFormatVersion = 1;
+/// Programs for a target other than the CPU carry this version, so that a
+/// runtime that does not know targets (and would skip the TARGET section
+/// and run the program on its CPU) refuses them. This runtime reads both.
+constexpr uint32_t kProgramFormatVersionTargets = 2;
 constexpr char kProgramMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'P', 'G'};
 constexpr size_t kProgramHeaderBytes = 32;
 /// The arena base is aligned to this, and ProgramBuilder places buffers on
@@ -212,6 +216,19 @@ struct ModelMeta {
   std::string hfConfig;
 };
 
+/// Where a program runs (`strata compile --target`).
+enum class TargetKind : uint8_t { Cpu = 0, Cuda = 1 };
+const char *targetName(TargetKind target);
+
+/// The target and the device model the planner planned for: the runtime
+/// runs the program on that kind of device and reports what it found.
+struct TargetDesc {
+  TargetKind kind = TargetKind::Cpu;
+  std::string deviceModel; ///< The cluster's device, e.g. "H100-SXM5-80GB".
+  std::string cluster;     ///< The cluster it was planned for, e.g.
+                           ///< "dgx-h100:1"; empty when unknown.
+};
+
 enum class OptimizerKind : uint8_t { Sgd = 0, AdamW = 1 };
 enum class LrScheduleKind : uint8_t { Constant = 0, Cosine = 1, Linear = 2 };
 
@@ -232,6 +249,8 @@ struct TrainConfig {
 struct Program {
   ModelMeta meta;
   TrainConfig train;
+  /// Absent from older programs: the CPU, no device model.
+  TargetDesc target;
   std::vector<RankProgram> ranks; ///< ranks[r].rank == r.
   /// Process groups; collectives name one by its index in this table.
   std::vector<ProcessGroup> groups;

@@ -82,7 +82,7 @@ int runGenerate(const Program &program, const Options &opt) {
       fail("--prompt-ids: token ", id, " is not below the model's vocab of ",
            program.meta.vocab);
 
-  Generator generator(program, createCpuDevice());
+  Generator generator(program, createDevice(program.target));
   const std::string &weights = opt.resume.empty() ? opt.init : opt.resume;
   const char *flag = opt.resume.empty() ? "--init" : "--resume";
   try {

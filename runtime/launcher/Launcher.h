@@ -36,6 +36,8 @@ struct Options {
   int threads = 1;
   int64_t printEvery = 0;
   bool info = false;
+  std::string trace;      ///< measured Chrome trace (docs/report.md)
+  std::string traceSteps; ///< "A..B", 1-based
   // Run-time overrides of the program's training settings.
   std::optional<double> lr, minLr;
   std::string lrSchedule;

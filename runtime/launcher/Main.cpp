@@ -12,6 +12,7 @@
 
 #include "runtime/core/LrSchedule.h"
 #include "runtime/core/RunDirectory.h"
+#include "runtime/core/StepTrace.h"
 #include "runtime/core/Trainer.h"
 #include "runtime/format/Bundle.h"
 #include "runtime/launcher/Launcher.h"
@@ -132,6 +133,12 @@ void printInfo(const Program &p, const std::string &source, const Options &opt,
               (unsigned long long)seed,
               flagged(opt.seed >= 0, "--seed").c_str());
   std::printf("plan: %s\n", m.planDescription.c_str());
+  std::printf("target: %s, device model %s%s\n", targetName(p.target.kind),
+              p.target.deviceModel.empty() ? "(not recorded)"
+                                           : p.target.deviceModel.c_str(),
+              p.target.cluster.empty()
+                  ? ""
+                  : (" (planned for " + p.target.cluster + ")").c_str());
   // Settings a run may change without recompiling (docs/runtime.md).
   std::printf("optimizer: %s, lr %g%s, weight decay %g, grad clip %g\n",
               t.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd", t.lr,
@@ -375,6 +382,27 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
         "); launch it with mpirun -np " + std::to_string(meta.worldSize) +
         (world > 1 ? " (it was started on " + std::to_string(world) + " ranks)"
                    : ""));
+  // Before any input is read: a CUDA program on a machine that cannot run
+  // it says why (every rank finds the same, so all exit together).
+  if (program.target.kind == TargetKind::Cuda) {
+    std::string reason = cudaUnavailableReason();
+    if (!reason.empty())
+      throw CollectiveError(
+          "this program was compiled for the cuda target (device model " +
+          program.target.deviceModel + ") and cannot run here: " + reason +
+          "; run it on a machine with an NVIDIA GPU and driver, or "
+          "recompile with --target cpu --cluster local:N");
+  }
+  // A multi-rank CUDA program's groups run on NCCL where every rank has a
+  // GPU of its own; otherwise on MPI, staged through host memory.
+  if (program.target.kind == TargetKind::Cuda && comms && world > 1) {
+    std::string why;
+    comms = createCudaCommBackend(comms, why);
+    if (!why.empty() && rank == 0 && std::getenv("STRATA_COMM") == nullptr)
+      std::fprintf(stderr,
+                   "strata: collectives use MPI with host staging: %s\n",
+                   why.c_str());
+  }
   TestFailure testFailure = parseTestFailure();
   if (!comms)
     comms = createSingleRankBackend();
@@ -392,6 +420,12 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
     throw CollectiveError("--save-best needs --save DIR and --eval-data FILE");
   if (opt.evalBatches < 1)
     throw CollectiveError("--eval-batches must be >= 1");
+  std::optional<StepTraceSession> tracing;
+  try {
+    tracing.emplace(opt.trace, opt.traceSteps);
+  } catch (const RuntimeError &e) {
+    throw CollectiveError(e.what());
+  }
 
   // Check every input before the first step, so a bad flag fails fast, and
   // on every rank before any collective, so a failure cannot strand a rank.
@@ -422,7 +456,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
     }
   });
 
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice(program.target);
   device->setThreads(opt.threads);
   Trainer trainer(std::move(program), uint32_t(rank), std::move(device), seed,
                   comms);
@@ -551,6 +585,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   int64_t ran = 0;
   bool stopped = false;
   for (int64_t i = 0; i < toRun; ++i) {
+    tracing->beforeStep(trainer, trainer.step() + 1, toRun - i);
     if (testFailure.rank == rank && testFailure.step == trainer.step() + 1) {
       std::fprintf(stderr,
                    "strata: rank %d: STRATA_TEST_FAIL: exiting with status 3 "
@@ -567,6 +602,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
           std::to_string(s.loss) +
           "; training diverged (lower the learning rate or enable gradient "
           "clipping)");
+    tracing->afterStep(trainer, comms->world(), s.seconds,
+                       i + 1 == toRun || s.stopRequested);
     elapsed += s.seconds;
     lastLoss = s.loss;
     ++ran;
@@ -620,6 +657,7 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
         !last)
       saveStep(step);
   }
+  tracing->finish(rank, first + 1, trainer.step());
   if (!opt.save.empty() && savedStep != trainer.step())
     saveStep(trainer.step());
 
@@ -762,6 +800,12 @@ int main(int argc, char **argv) {
   app.add_option("--print-every", opt.printEvery,
                  "Progress line period when stderr is not a terminal")
       ->check(nonNegative);
+  app.add_option("--trace", opt.trace,
+                 "write a measured Chrome trace of --trace-steps (every "
+                 "instruction on every rank; docs/report.md)");
+  app.add_option("--trace-steps", opt.traceSteps,
+                 "steps to trace, A..B (1-based; default: the run's second "
+                 "step)");
   app.add_flag("--info", opt.info,
                "Describe the program and the run's settings and exit");
   auto *overrides = app.add_option_group(

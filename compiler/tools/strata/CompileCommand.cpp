@@ -47,6 +47,7 @@ struct CompileOptions {
   std::string output;
   std::string emitIr;
   std::string launcher;
+  std::string target; ///< Empty: the cluster's device kind decides.
 };
 
 /// Where rank `r` sits in the plan's (tp, dp, pp) grid.
@@ -100,42 +101,77 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
   return pm.run(module);
 }
 
-/// The number of CPU ranks to compile for: `local:N`, or the devices of a
-/// cluster YAML file (e.g. one written by `strata calibrate`, so the planner
-/// uses this machine's measured numbers). On error, says why in `error`.
-bool clusterRanks(const std::string &cluster, int64_t &ranks,
-                  std::string &error) {
-  llvm::StringRef s(cluster);
-  if (s.consume_front("local:"))
-    return !s.getAsInteger(10, ranks) && ranks >= 1;
-  if (!llvm::StringRef(cluster).ends_with(".yaml") &&
-      !llvm::StringRef(cluster).ends_with(".yml"))
+/// The ranks and target to compile for: one rank per device of the cluster
+/// (a preset or a cluster YAML), on the target `--target` names or, by
+/// default, the one of the cluster's devices (cuda for GPUs, cpu for CPU
+/// ranks). A target that contradicts the devices is an error naming the
+/// flag. On error, says why in `error`.
+bool resolveTarget(const CompileOptions &opts, int64_t &ranks,
+                   rt::TargetDesc &target, std::string &error) {
+  std::string presetError;
+  bool isPreset = false;
+  planner::clusterPreset(opts.cluster, presetError, isPreset);
+  llvm::StringRef arg(opts.cluster);
+  if (isPreset && !presetError.empty()) {
+    error = "error: " + presetError +
+            " (--cluster takes local:N for N CPU ranks on this machine, "
+            "h100:N, a100:N, dgx-h100:NODES, dgx-a100:NODES or a cluster "
+            "YAML file)";
     return false;
+  }
+  if (!isPreset && !arg.ends_with(".yaml") && !arg.ends_with(".yml")) {
+    error = "error: --cluster " + opts.cluster +
+            ": expected a preset (local:N for N CPU ranks on this machine, "
+            "h100:N, a100:N, dgx-h100:NODES, dgx-a100:NODES) or a cluster "
+            "YAML file, e.g. --cluster local:2";
+    return false;
+  }
   std::vector<planner::PlannerDiag> diags;
   std::optional<planner::ClusterSpec> spec =
-      planner::resolveCluster(cluster, diags);
+      planner::resolveCluster(opts.cluster, diags);
   if (!spec) {
     for (const planner::PlannerDiag &d : diags)
       error += (error.empty() ? "" : "\n") + d.str();
     if (error.empty())
-      error = "error: --cluster " + cluster + ": cannot load the cluster spec";
+      error = "error: --cluster " + opts.cluster +
+              ": expected a preset (local:N, h100:N, a100:N, dgx-h100:NODES, "
+              "dgx-a100:NODES) or a cluster YAML file, e.g. --cluster local:2";
     return false;
   }
   ranks = spec->numDevices();
+  bool gpu = spec->device.kind == "gpu";
+  std::string wanted =
+      opts.target.empty() ? (gpu ? "cuda" : "cpu") : opts.target;
+  if (wanted != "cpu" && wanted != "cuda") {
+    error = "error: --target " + wanted + ": expected cpu or cuda";
+    return false;
+  }
+  if (wanted == "cpu" && gpu) {
+    error = "error: --target cpu: --cluster " + opts.cluster + " is a " +
+            "cluster of GPUs (" + spec->device.name +
+            "), so the plan was chosen for GPUs; use --target cuda (the "
+            "default for GPU clusters), or --cluster local:N for CPU ranks";
+    return false;
+  }
+  if (wanted == "cuda" && !gpu) {
+    error = "error: --target cuda: --cluster " + opts.cluster +
+            " is a cluster of CPU ranks (" + spec->device.name +
+            "); use a GPU cluster (e.g. --cluster h100:1, dgx-h100:NODES or "
+            "a YAML with kind: gpu), or --target cpu";
+    return false;
+  }
+  target.kind = wanted == "cuda" ? rt::TargetKind::Cuda : rt::TargetKind::Cpu;
+  target.deviceModel = spec->device.name;
+  target.cluster = spec->name.empty() ? opts.cluster : spec->name;
   return true;
 }
 
 int runCompile(const CompileOptions &opts) {
   int64_t ranks = 0;
+  rt::TargetDesc target;
   std::string clusterError;
-  if (!clusterRanks(opts.cluster, ranks, clusterError)) {
-    if (!clusterError.empty())
-      llvm::errs() << clusterError << "\n";
-    else
-      llvm::errs() << "error: --cluster " << opts.cluster
-                   << ": expected local:N (N CPU ranks on this machine) or a "
-                      "cluster YAML file of this machine (strata calibrate), "
-                      "e.g. --cluster local:2\n";
+  if (!resolveTarget(opts, ranks, target, clusterError)) {
+    llvm::errs() << clusterError << "\n";
     return 1;
   }
   std::string launcher =
@@ -163,7 +199,9 @@ int runCompile(const CompileOptions &opts) {
   }
   planner::Plan plan = planned.plans[0].plan;
 
-  llvm::outs() << "plan: " << plan.summary() << "\n";
+  llvm::outs() << "plan: " << plan.summary() << "\n"
+               << "target: " << rt::targetName(target.kind) << " on "
+               << target.deviceModel << "\n";
 
   frontend::LoadOptions load;
   load.batch = plan.microBatch;
@@ -330,6 +368,7 @@ int runCompile(const CompileOptions &opts) {
     builder.setLossRanks(lossRanks);
     rt::Program program = builder.finish();
     program.decode = std::move(decode);
+    program.target = target;
     rt::verifyProgram(program, "strata compile");
     bytes = rt::serializeProgram(program);
     rt::writeExecutable(launcher, bytes, opts.output);
@@ -370,10 +409,15 @@ void strata::addCompileSubcommand(CLI::App &app) {
       "compile", "Compile a model spec into one executable that trains it");
   cmd->add_option("model", opts->model, "Model spec (YAML)")->required();
   cmd->add_option("--cluster", opts->cluster,
-                  "Where it runs: local:N (N CPU ranks on this machine), or a "
-                  "cluster YAML of this machine (from strata calibrate) whose "
-                  "device count is the number of ranks")
+                  "Where it runs: local:N (N CPU ranks on this machine), "
+                  "h100:N / a100:N (N GPUs of one NVLink domain), "
+                  "dgx-h100:NODES / dgx-a100:NODES, or a cluster YAML (e.g. "
+                  "from strata calibrate); one rank per device")
       ->capture_default_str();
+  cmd->add_option("--target", opts->target,
+                  "cpu or cuda: the backend the executable runs on (default: "
+                  "cuda for GPU clusters, cpu for local:N); must match the "
+                  "cluster's devices");
   cmd->add_option("--pin", opts->pins,
                   "Fix a plan field (dp, tp, pp, micro_batch, zero, sp, ...; "
                   "repeatable); the planner chooses the rest");

@@ -9,6 +9,7 @@
 
 #include "tests/unit/autodiff/Interpreter.h"
 
+#include "tests/unit/autodiff/AttentionReference.h"
 #include "tests/unit/autodiff/LlamaOpsReference.h"
 
 #include "dialects/strata/StrataOps.h"
@@ -344,6 +345,25 @@ private:
           return set(o.getResult(), repeatInterleaveGrad(get(o.getGrad()),
                                                          o.getNormalizedAxis(),
                                                          o.getRepeats()));
+        })
+        // Fused attention (AttentionReference.h).
+        .Case([&](CausalAttentionOp o) -> LogicalResult {
+          Tensor y, lse;
+          causalAttention(get(o.getQuery()), get(o.getKey()), get(o.getValue()),
+                          o.getScale().convertToDouble(), y, lse);
+          if (failed(set(o.getOutput(), std::move(y))))
+            return failure();
+          return set(o.getLse(), std::move(lse));
+        })
+        .Case([&](CausalAttentionGradOp o) -> LogicalResult {
+          Tensor dq, dk, dv;
+          causalAttentionGrad(get(o.getGrad()), get(o.getQuery()),
+                              get(o.getKey()), get(o.getValue()),
+                              o.getScale().convertToDouble(), dq, dk, dv);
+          if (failed(set(o.getQueryGrad(), std::move(dq))) ||
+              failed(set(o.getKeyGrad(), std::move(dk))))
+            return failure();
+          return set(o.getValueGrad(), std::move(dv));
         })
         .Case([&](func::ReturnOp r) {
           for (Value v : r.getOperands())

@@ -93,6 +93,28 @@ TEST(OpRules, EmbeddingBiasNormSoftmax) {
             "bfloat16 or float16)");
 }
 
+TEST(OpRules, CausalAttention) {
+  std::vector<TensorType> out;
+  EXPECT_EQ(infer("causal_attention",
+                  {f32({2, 4, 8, 16}), f32({2, 2, 8, 16}), f32({2, 2, 8, 16})},
+                  {{"scale", 0.25}}, out),
+            "");
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].shape, (Shape{2, 4, 8, 16}));
+  EXPECT_EQ(out[1], (TensorType{{2, 4, 8}, DType::F32}));
+  EXPECT_EQ(
+      inferError("causal_attention",
+                 {f32({2, 3, 8, 16}), f32({2, 2, 8, 16}), f32({2, 2, 8, 16})},
+                 {{"scale", 0.25}}),
+      "q is [2,3,8,16], k [2,2,8,16], v [2,2,8,16]; expected q [B, "
+      "heads, S, D] and k, v [B, kv_heads, S, D] with kv_heads "
+      "dividing heads");
+  EXPECT_EQ(
+      inferError("causal_attention",
+                 {f32({1, 1, 4, 2}), f32({1, 1, 4, 2}), f32({1, 1, 4, 2})}),
+      "causal_attention needs the attribute 'scale' (a number)");
+}
+
 TEST(OpRules, LayoutOps) {
   EXPECT_EQ(inferShape("reshape", {f32({2, 3, 4})}, {{"shape", Shape{6, -1}}}),
             (Shape{6, 4}));
@@ -150,7 +172,7 @@ TEST(OpRules, Attributes) {
   attrs = {};
   EXPECT_EQ(*completeOpAttrs(*findOpRule("scale"), attrs),
             "scale needs the attribute 'factor' (a number)");
-  EXPECT_EQ(opRules().size(), 20u);
+  EXPECT_EQ(opRules().size(), 21u);
 }
 
 const char *kGraphHead = R"(model: {family: graph}

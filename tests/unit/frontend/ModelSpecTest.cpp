@@ -93,8 +93,12 @@ TEST(GptPreset, GraphIsTypedAndLocated) {
   EXPECT_EQ(g.values.at("loss"), (TensorType{{}, DType::F32}));
   EXPECT_EQ(g.values.at("logits").shape,
             (std::vector<int64_t>{2, 1024, 50257}));
-  EXPECT_EQ(g.values.at("h.0.attn.scores").shape,
-            (std::vector<int64_t>{2, 12, 1024, 1024}));
+  // Fused attention by default: no [S, S] value in the graph.
+  EXPECT_EQ(g.values.count("h.0.attn.scores"), 0u);
+  EXPECT_EQ(g.values.at("h.0.attn.ctx").shape,
+            (std::vector<int64_t>{2, 12, 1024, 64}));
+  EXPECT_EQ(g.values.at("h.0.attn.lse"),
+            (TensorType{{2, 12, 1024}, DType::F32}));
   EXPECT_EQ(g.values.at("h.0.attn.qkv_t").shape,
             (std::vector<int64_t>{3, 2, 12, 1024, 64}));
   EXPECT_EQ(g.values.at("positions"), (TensorType{{2, 1024}, DType::I32}));
@@ -106,21 +110,50 @@ TEST(GptPreset, GraphIsTypedAndLocated) {
     else
       EXPECT_EQ(op.loc.line, 1) << op.outputs[0];
   }
-  bool sawSoftmax = false;
+  int attentions = 0;
   for (const GraphOp &op : g.ops) {
-    if (op.op != "softmax")
+    EXPECT_NE(op.op, "softmax");
+    if (op.op != "causal_attention")
       continue;
-    sawSoftmax = true;
-    EXPECT_TRUE(std::get<bool>(op.attrs.at("causal")));
+    ++attentions;
     EXPECT_DOUBLE_EQ(std::get<double>(op.attrs.at("scale")), 0.125);
   }
-  EXPECT_TRUE(sawSoftmax);
+  EXPECT_EQ(attentions, 12);
   const GraphOp &last = g.ops.back();
   EXPECT_EQ(last.op, "cross_entropy");
   const GraphOp &head = g.ops[g.ops.size() - 2];
   EXPECT_EQ(head.inputs[1], "wte.weight"); // tied output projection
   EXPECT_TRUE(std::get<bool>(head.attrs.at("transpose_b")));
   EXPECT_FALSE(std::get<bool>(head.attrs.at("transpose_a"))); // defaults filled
+}
+
+TEST(GptPreset, UnfusedAttentionKeepsTheScores) {
+  for (const char *family : {"gpt", "llama"}) {
+    SCOPED_TRACE(family);
+    std::string text = std::string("model: {family: ") + family +
+                       ", vocab: 64, seq_len: 8, hidden: 16, heads: 4, "
+                       "layers: 1, ffn_hidden: 24, attention: unfused" +
+                       (std::string(family) == "llama" ? ", kv_heads: 2" : "") +
+                       "}\n";
+    LoadResult r = loadText(text);
+    ASSERT_TRUE(r.spec) << r.text();
+    int softmaxes = 0, fused = 0;
+    for (const GraphOp &op : r.spec->graph.ops) {
+      softmaxes += op.op == "softmax";
+      fused += op.op == "causal_attention";
+      if (op.op == "softmax")
+        EXPECT_EQ(op.outputTypes[0].shape, (std::vector<int64_t>{8, 4, 8, 8}));
+    }
+    EXPECT_EQ(softmaxes, 1);
+    EXPECT_EQ(fused, 0);
+  }
+}
+
+TEST(GptPreset, AttentionMustBeFusedOrUnfused) {
+  expectError("model: {family: gpt, vocab: 64, seq_len: 8, hidden: 16, "
+              "heads: 2, layers: 1, attention: flash}\n",
+              "m.yaml:1:89: error: 'attention' is 'flash'; expected fused "
+              "or unfused");
 }
 
 TEST(GptPreset, Bfloat16KeepsLossInFloat32) {

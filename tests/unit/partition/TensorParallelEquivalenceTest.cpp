@@ -422,6 +422,21 @@ TEST_F(TensorParallelTest, LlamaRanksComputeTheUnshardedStep) {
   }
 }
 
+/// The presets' previous attention (matmul, causal softmax, matmul, with
+/// repeat_interleave for grouped-query) shards as before.
+TEST_F(TensorParallelTest, UnfusedAttentionRanksComputeTheUnshardedStep) {
+  for (const char *spec : {kGptSpec, kLlamaTwoKvHeadsTiedSpec}) {
+    std::string text(spec);
+    text.insert(text.find("training:"), "  attention: unfused\n");
+    OwningOpRef<ModuleOp> forward = importF64(text.c_str());
+    ASSERT_TRUE(forward);
+    runEquivalence(spec == kGptSpec ? "gpt unfused" : "llama unfused",
+                   [&](int64_t tp, int64_t rank, bool sp) {
+                     return lower(*forward, tp, rank, sp);
+                   });
+  }
+}
+
 /// Under tp 4 with 2 kv heads, q is split by heads, k and v are read whole
 /// (each rank slices its kv head out of a replicated weight), o by its input
 /// features and gate/up/down by ffn features, all in nn.Linear layout.

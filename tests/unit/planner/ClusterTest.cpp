@@ -31,6 +31,36 @@ TEST(Cluster, PresetsDescribeTheirHardware) {
   EXPECT_DOUBLE_EQ(local->device.peakFor("float32"), 150e9);
 }
 
+TEST(Cluster, GpuPresetsAreOneNvlinkDomainOfTheDgxGpu) {
+  std::string err;
+  bool isPreset = false;
+  auto one = clusterPreset("h100:1", err, isPreset);
+  ASSERT_TRUE(one) << err;
+  EXPECT_TRUE(isPreset);
+  EXPECT_EQ(one->name, "h100:1");
+  EXPECT_EQ(one->numDevices(), 1);
+  ASSERT_EQ(one->levels.size(), 1u); // No InfiniBand level.
+  auto dgx = *clusterPreset("dgx-h100:1", err, isPreset);
+  EXPECT_EQ(one->device.name, dgx.device.name);
+  EXPECT_EQ(one->device.kind, "gpu");
+  EXPECT_DOUBLE_EQ(one->device.peakFor("bfloat16"),
+                   dgx.device.peakFor("bfloat16"));
+  EXPECT_DOUBLE_EQ(one->device.memoryBytes, dgx.device.memoryBytes);
+
+  auto four = clusterPreset("a100:4", err, isPreset);
+  ASSERT_TRUE(four) << err;
+  EXPECT_EQ(four->numDevices(), 4);
+  EXPECT_EQ(four->device.name, "A100-SXM4-80GB");
+  EXPECT_DOUBLE_EQ(four->levels[0].bandwidth, 300e9);
+
+  EXPECT_FALSE(clusterPreset("h100:9", err, isPreset));
+  EXPECT_TRUE(isPreset);
+  EXPECT_NE(err.find("at most 8 GPUs"), std::string::npos) << err;
+  EXPECT_NE(err.find("dgx-h100:NODES"), std::string::npos) << err;
+  EXPECT_FALSE(clusterPreset("a100:0", err, isPreset));
+  EXPECT_NE(err.find("number of GPUs"), std::string::npos) << err;
+}
+
 TEST(Cluster, BadPresetCountNamesTheFlag) {
   std::string err;
   bool isPreset = false;

@@ -11,7 +11,11 @@
 #include "compiler/planner/Trace.h"
 #include "tests/unit/planner/PlannerTestUtils.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 using namespace strata::planner;
 using namespace strata::planner::test;
@@ -73,6 +77,37 @@ TEST(CostModel, ActivationMemoryMatchesKorthikanti) {
   // The rebuilt layer is live during its own backward.
   EXPECT_NEAR(cm.stageCosts(p).transientActivation,
               s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 1);
+}
+
+TEST(CostModel, FusedAttentionSavesNoScores) {
+  // FlashAttention keeps Q, K, V, the output (2 s b h / t more bytes in
+  // 16-bit than the unfused graph's V alone) and an fp32 log-sum-exp per
+  // row (4 a s b / t), and none of the softmax output, dropout mask and
+  // dropped probabilities (5 a s^2 b / t).
+  const double s = 2048, h = 4096, a = 32, b = 2;
+  ModelDesc m = gpt(4096, 32, 4);
+  AnalyticalCostModel unfused(m, ideal(8, 1));
+  m.attention = ModelDesc::Attention::Fused;
+  AnalyticalCostModel fused(m, ideal(8, 1));
+  for (double t : {1.0, 8.0}) {
+    Plan p = plan(1, int64_t(t), 1, 2, 1);
+    EXPECT_NEAR(fused.stageCosts(p).layerActivation,
+                unfused.stageCosts(p).layerActivation - 5 * a * s * s * b / t +
+                    2 * s * b * h / t + 4 * a * s * b / t,
+                1)
+        << "tp " << t;
+    // Same model FLOPs; less time forward (the causal half of the tiles),
+    // and a backward that pays for recomputing Q K^T.
+    EXPECT_EQ(fused.layerForwardFlops(2, int64_t(t)),
+              unfused.layerForwardFlops(2, int64_t(t)));
+    EXPECT_LT(fused.stageCosts(p).layerForward,
+              unfused.stageCosts(p).layerForward);
+  }
+  // Nothing for selective recomputation to rebuild.
+  Plan p = plan(1, 8, 1, 2, 1);
+  double none = fused.stageCosts(p).layerActivation;
+  p.recompute = Recompute::Selective;
+  EXPECT_NEAR(fused.stageCosts(p).layerActivation, none, 1);
 }
 
 TEST(CostModel, LlamaParameterCountsAreMetas) {
@@ -279,6 +314,121 @@ TEST(CostModel, SimulatedScheduleAgreesWithTheFormula) {
     EXPECT_NEAR(step.stepEndS / analytic, 1.0, 0.05)
         << scheduleName(s) << ": simulated " << step.stepEndS << " vs "
         << analytic;
-    EXPECT_EQ(step.events.size(), size_t(2 * 8 * p.pp * p.vpp + p.pp));
+    auto count = [&](const std::string &category) {
+      return std::count_if(
+          step.events.begin(), step.events.end(),
+          [&](const TraceEvent &e) { return e.category == category; });
+    };
+    EXPECT_EQ(count("forward") + count("backward"), 2 * 8 * p.pp * p.vpp);
+    EXPECT_EQ(count("optimizer"), p.pp);
+    // Every layer runs forward and backward once per micro-batch, each
+    // pipeline hop sends once per direction, every layer all-reduces over tp.
+    ASSERT_TRUE(step.perLayer);
+    // (plus the embedding and the head + loss of each micro-batch)
+    EXPECT_EQ(count("layer-forward"), 8 * 8 + 2 * 8);
+    EXPECT_EQ(count("pp-send"), 2 * 8 * (p.pp * p.vpp - 1));
+    EXPECT_EQ(count("tp-comm"), 2 * 8 * 8);
   }
+}
+
+TEST(CostModel, OverlappedCollectivesTakeComputeUnits) {
+  // DGX A100: NCCL's 16 thread blocks of 108 SMs slow the compute they
+  // overlap by 16/108 per second of overlap; the excess of a longer
+  // collective is exposed.
+  AnalyticalCostModel cm(gpt(1024, 16, 4), preset("dgx-a100:1"));
+  double f = 16.0 / 108;
+  EXPECT_NEAR(cm.overlappedCommTime(1e-3, 3e-3), f * 1e-3, 1e-12);
+  EXPECT_NEAR(cm.overlappedCommTime(5e-3, 3e-3), 2e-3, 1e-12);
+  // CPU ranks overlap nothing.
+  AnalyticalCostModel cpu(gpt(1024, 16, 4), preset("local:2"));
+  EXPECT_NEAR(cpu.overlappedCommTime(1e-3, 3e-3), 1e-3, 1e-15);
+}
+
+TEST(CostModel, ZeroThreeGathersPerPassWithPrefetchDepthOne) {
+  // Ideal cluster (no compute units taken by collectives): per layer the
+  // forward gather shows beyond the layer's forward, gather + reduce-scatter
+  // beyond its backward; the first gather of each micro-batch is exposed;
+  // memory holds two gathered layers and one unsharded layer gradient.
+  ModelDesc m = gpt(4096, 32, 4);
+  ClusterSpec c = ideal(8, 4);
+  AnalyticalCostModel cm(m, c);
+  Plan p = plan(32, 1, 1, 1, 1);
+  p.zero = 3;
+  StageCosts sc = cm.stageCosts(p);
+  double layerParams = double(m.layerParams());
+  double ag = cm.allGatherTime(layerParams * 2, 1, 32);
+  double rs = cm.reduceScatterTime(layerParams * 2, 1, 32);
+  // 32 ranks over 4 nodes: the ring is bound by 8 x 10 GB/s per node.
+  EXPECT_NEAR(ag, 31.0 / 32 * layerParams * 2 / 80e9, ag * 1e-9);
+  Plan none = p;
+  none.zero = 1;
+  StageCosts ref = cm.stageCosts(none);
+  double fwd = ref.layerForward, bwd = ref.layerCompute - fwd;
+  EXPECT_NEAR(sc.layerZeroComm,
+              std::max(0.0, ag - fwd) + std::max(0.0, ag + rs - bwd),
+              ag * 1e-9);
+  EXPECT_NEAR(sc.zeroFirstGather, ag, ag * 1e-12);
+  EXPECT_NEAR(sc.commBuffers, 3 * layerParams * 2, 1);
+  // The embedding: two gathers and a reduce-scatter per micro-batch.
+  double emb = (51200.0 + 2048) * 4096 + 2 * 4096;
+  EXPECT_NEAR(sc.firstZeroComm,
+              2 * cm.allGatherTime(emb * 2, 1, 32) +
+                  cm.reduceScatterTime(emb * 2, 1, 32),
+              1e-12);
+}
+
+TEST(CostModel, FusedAttentionKeepsNoScores) {
+  // A fused kernel saves Q, K, V, its output (Strata's runtime copies it to
+  // [T, h] for the projection, which saves that copy) and a 4-byte
+  // log-sum-exp per query row: Korthikanti's sbh(34 + 5as/h) becomes
+  // 36 sbh + 4 abs.
+  const double s = 2048, h = 4096, a = 32, b = 2;
+  ModelDesc m = gpt(4096, 32, 4);
+  m.attention = ModelDesc::Attention::Fused;
+  AnalyticalCostModel cm(m, ideal(8, 1));
+  EXPECT_TRUE(cm.fusedAttention());
+  Plan p = plan(1, 1, 1, 2, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation, 36 * s * b * h + 4 * a * b * s,
+              1);
+  // CPU ranks run strata.causal_attention too.
+  AnalyticalCostModel cpu(m, preset("local:2"));
+  EXPECT_TRUE(cpu.fusedAttention());
+}
+
+TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
+  // H100, 32 heads of s = 4096, d = 128, causal: forward = 2 GEMMs of
+  // 2 s^2 d over half the blocks at 0.72 of 989 TFLOP/s, with 32 x 32 query
+  // blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
+  // s^2/2 exponentials per head at 132 x 16 x 1.83 GHz.
+  ModelDesc m = gpt(4096, 32, 4, 4096);
+  m.attention = ModelDesc::Attention::Fused;
+  AnalyticalCostModel cm(m, preset("dgx-h100:1"));
+  double s = 4096, d = 128, heads = 32;
+  double tile = 1024.0 / (8 * 132), depth = 2048.0 / (2048 + 128);
+  double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * 0.72 * tile * depth);
+  double ex = s * s * heads * 0.5 / (132 * 16 * 1.83e9 * tile);
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6,
+              1e-9);
+  // Backward: 5 GEMMs and the exponentials again.
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, true), 2.5 * mm + ex + 5e-6,
+              1e-9);
+}
+
+TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
+  // CPU-kind ranks (nothing overlaps) with 100 us per ring step: ZeRO-0's
+  // reduction is one all-reduce per 25 MiB bucket.
+  ModelDesc m = gpt(1024, 16, 4, 128, 8192);
+  ClusterSpec c = ideal(8, 1);
+  c.device.kind = "cpu";
+  c.levels[0].latencyS = 1e-4;
+  AnalyticalCostModel cm(m, c);
+  Plan p = plan(8, 1, 1, 1, 1);
+  // bf16 model on CPU ranks: the runtime reduces fp32 main gradients.
+  double bytes = double(m.totalParams()) * 4;
+  double buckets = std::ceil(bytes / double(25 << 20));
+  // Each bucket: the double binary tree, 2 log2(8) steps of 100 us and
+  // twice the bucket over 100 GB/s (cheaper than the ring's 14 steps).
+  double one = 2 * 3 * 1e-4 + 2 * bytes / buckets / 100e9;
+  EXPECT_NEAR(cm.allReduceTime(bytes / buckets, 1, 8), one, 1e-12);
+  EXPECT_NEAR(cm.stageCosts(p).dpExposed, buckets * one, 1e-12);
 }

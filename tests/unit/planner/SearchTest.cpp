@@ -363,3 +363,24 @@ TEST(Search, PinsFromTheSpecAreNamedByTheirOrigin) {
                         "training.micro_batch: 4 in the spec", "--pin tp=2"}));
   EXPECT_EQ(r.plans[0].plan.microBatch, 4);
 }
+
+TEST(Search, SmallModelsDoNotNeedZeroThree) {
+  // GPT-2 small (124M) on 32 A100s: every rank holds the whole model with
+  // room to spare; ZeRO-3's per-layer gathers only add traffic.
+  ModelDesc gpt2 = gpt(768, 12, 12, 1024, 50257);
+  gpt2.attention = ModelDesc::Attention::Fused;
+  SearchOptions o;
+  o.globalBatch = 512;
+  PlanResult r = searchPlans(gpt2, preset("dgx-a100:4"), o);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_LT(r.plans[0].plan.zero, 3) << r.plans[0].plan.summary();
+  // A ~5M-parameter model on 2 CPU ranks: nothing overlaps, so gathering
+  // every layer (and the embedding) each micro-batch costs more than one
+  // reduction per step.
+  ModelDesc tiny = gpt(256, 4, 4, 128, 8192);
+  tiny.dtype = "float32", tiny.dtypeBytes = 4;
+  o.globalBatch = 32;
+  r = searchPlans(tiny, preset("local:2"), o);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_LT(r.plans[0].plan.zero, 3) << r.plans[0].plan.summary();
+}

@@ -85,6 +85,42 @@ TEST(FormatTest, WrongMagicAndVersion) {
   EXPECT_NE(error.find("version 99"), std::string::npos) << error;
 }
 
+TEST(FormatTest, TargetRoundTripAndVersion) {
+  Program program = testprograms::buildMlpProgram();
+  std::vector<uint8_t> cpuBytes = serializeProgram(program);
+  uint32_t version = 0;
+  std::memcpy(&version, cpuBytes.data() + 8, 4);
+  EXPECT_EQ(version, kProgramFormatVersion); // No target: version 1 as before.
+  Program back = parseProgram(cpuBytes.data(), cpuBytes.size(), "mem");
+  EXPECT_EQ(back.target.kind, TargetKind::Cpu);
+  EXPECT_EQ(back.target.deviceModel, "");
+
+  program.target = {TargetKind::Cuda, "H100-SXM5-80GB", "h100:1"};
+  std::vector<uint8_t> cudaBytes = serializeProgram(program);
+  std::memcpy(&version, cudaBytes.data() + 8, 4);
+  EXPECT_EQ(version, kProgramFormatVersionTargets);
+  back = parseProgram(cudaBytes.data(), cudaBytes.size(), "mem");
+  EXPECT_EQ(back.target.kind, TargetKind::Cuda);
+  EXPECT_EQ(back.target.deviceModel, "H100-SXM5-80GB");
+  EXPECT_EQ(back.target.cluster, "h100:1");
+  EXPECT_EQ(serializeProgram(back), cudaBytes);
+
+  // A CPU program recorded with its device model stays version 1.
+  program.target = {TargetKind::Cpu, "cpu-rank", "local:1"};
+  std::vector<uint8_t> cpuModel = serializeProgram(program);
+  std::memcpy(&version, cpuModel.data() + 8, 4);
+  EXPECT_EQ(version, kProgramFormatVersion);
+  EXPECT_EQ(parseProgram(cpuModel.data(), cpuModel.size(), "m").target.cluster,
+            "local:1");
+
+  // Version 2 exists only for non-CPU targets.
+  version = kProgramFormatVersionTargets;
+  std::memcpy(cpuBytes.data() + 8, &version, 4);
+  EXPECT_NE(parseError(cpuBytes).find("without a non-CPU target"),
+            std::string::npos)
+      << parseError(cpuBytes);
+}
+
 /// A program with a valid checksum but a broken table must fail the
 /// verifier, not crash a kernel.
 TEST(FormatTest, VerifierRejectsInconsistentPrograms) {
