@@ -235,4 +235,18 @@ def StrataPartitionSharding
   let dependentDialects = ["::strata::StrataDialect"];
 }
 
+def StrataMixedPrecision : Pass<"strata-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "float32 master parameters with casts to the compute dtype";
+  let description = [{
+    On @forward of a model imported in bfloat16 (or float16): every such
+    `strata.param` becomes float32 (the master weights the optimizer
+    updates and checkpoints keep) and each of its uses reads a
+    `strata.cast` to the compute dtype; an embedding lookup reads the
+    float32 table and casts the gathered rows. Autodiff differentiates the
+    casts, so parameter gradients are float32. Float32 models are left
+    unchanged. Runs after partitioning and before `strata-autodiff`.
+  }];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
 #endif // STRATA_PASSES_TD

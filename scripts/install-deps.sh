@@ -18,6 +18,8 @@ PACKAGES=(
   # runtime: CPU kernels and MPI
   # libdnnl-dev's CMake package config requires OpenCL (only a Recommends)
   libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
+  # checkpoint checksums (CRC-32)
+  zlib1g-dev
   # the independent reference implementation used by end-to-end tests and benchmarks
   python3-torch python3-numpy
   # fuzzing (scripts/fuzz.sh): libFuzzer with ASan + UBSan

@@ -3,13 +3,19 @@
 
   /usr/bin/python3 bench/peers/torch_train_bench.py --model-yaml M.yaml \
       [--data tokens.bin] [--steps 10] [--warmup 2] [--threads 1]
+      [--autocast-bf16]
 
 Trains the spec's model with the same step semantics as the reference
 (tests/reference/train.py: micro-batching, AdamW/SGD, schedule, clipping),
 times --steps steps after --warmup untimed ones, and prints one JSON object:
 tokens_per_s = global_batch * seq_len * steps / seconds and
 gflops_per_s = flops_per_token * tokens_per_s / 1e9, with the model-FLOP
-formula documented in peer_common.py:
+formula documented in peer_common.py. --autocast-bf16 runs each
+micro-batch's forward and backward under torch.autocast("cpu",
+dtype=torch.bfloat16) (fp32 weights, optimizer and loss scaling as
+PyTorch's CPU mixed precision does it: bf16 matmuls through oneDNN).
+
+
 
   flops_per_token = 6 * P_matmul + 12 * layers * hidden * seq_len   (gpt)
   flops_per_token = 6 * P_matmul                                    (mlp)
@@ -31,6 +37,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description="PyTorch single-process training benchmark peer")
     pc.add_common_args(p)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--autocast-bf16", action="store_true",
+                   help="forward and backward under CPU bf16 autocast")
     args = p.parse_args(argv)
     if args.threads < 1:
         p.error("--threads must be >= 1")
@@ -46,7 +54,12 @@ def main(argv=None):
 
     def step(i):
         inputs, targets = batches.batch(i)
-        losses.append(pc.train.accumulate_grads(model, inputs, targets, t.micro_batch))
+        if args.autocast_bf16:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                losses.append(pc.train.accumulate_grads(model, inputs, targets,
+                                                        t.micro_batch))
+        else:
+            losses.append(pc.train.accumulate_grads(model, inputs, targets, t.micro_batch))
         pc.train.finish_step(model, opt, sched, t)
 
     for i in range(args.warmup):
@@ -62,6 +75,7 @@ def main(argv=None):
         "peer": "torch", "mode": "single", "model": m.family,
         "model_yaml": args.model_yaml, "torch_version": torch.__version__,
         "threads": args.threads, "dtype": args.dtype,
+        "autocast_bf16": args.autocast_bf16,
         "global_batch": t.global_batch, "micro_batch": t.micro_batch or t.global_batch,
         "seq_len": m.seq_len, "warmup_steps": args.warmup, "steps": args.steps,
         "params_total": sum(p.numel() for p in model.parameters()),

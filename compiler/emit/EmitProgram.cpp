@@ -34,6 +34,14 @@ namespace strata::emit {
 void ProgramEmitter::bindValue(Value v, int grad, Operation *sink) {
   Operation *def = v.getDefiningOp();
   if (def && v.hasOneUse()) {
+    // Mixed precision: a gradient cast to the float32 parameter is folded
+    // into its producer, which then writes (or accumulates into) the
+    // float32 gradient itself; kernels take operands of either dtype.
+    if (auto c = dyn_cast<CastOp>(def); c && c.getInput().hasOneUse()) {
+      absorbed.insert(c);
+      bindValue(c.getInput(), grad, sink);
+      return;
+    }
     if (auto add = dyn_cast<AddOp>(def)) {
       absorbed.insert(add);
       bool twice = add.getLhs() == add.getRhs();
@@ -140,13 +148,14 @@ LogicalResult ProgramEmitter::lowerCollective(Operation *op, bool &handled) {
       emit(rtf::Opcode::AllGather, {operand(ag.getInput()), *out}, {*g});
       return success();
     }
-    int staging = newBuffer(freshName(op) + ".staging",
-                            {outType.getNumElements()}, rtf::DType::F32);
+    rtf::DType dt = buffers[operand(ag.getInput())].dtype;
+    int staging =
+        newBuffer(freshName(op) + ".staging", {outType.getNumElements()}, dt);
     emit(rtf::Opcode::AllGather, {operand(ag.getInput()), staging}, {*g});
     int64_t chunk = in.getNumElements();
     for (int64_t k = 0; k < size; ++k) {
-      int part =
-          viewOf(staging, freshName(op) + ".part", {chunk}, k * chunk * 4);
+      int part = viewOf(staging, freshName(op) + ".part", {chunk},
+                        k * chunk * rtf::dtypeBytes(dt));
       emit(rtf::Opcode::SliceInsert, {part, *out},
            {outer, local * size, local, k * local, inner, 0});
     }
@@ -165,11 +174,12 @@ LogicalResult ProgramEmitter::lowerCollective(Operation *op, bool &handled) {
       return success();
     }
     int64_t local = whole / size, chunk = in.getNumElements() / size;
-    int staging = newBuffer(freshName(op) + ".staging", {in.getNumElements()},
-                            rtf::DType::F32);
+    rtf::DType dt = buffers[operand(rs.getInput())].dtype;
+    int staging =
+        newBuffer(freshName(op) + ".staging", {in.getNumElements()}, dt);
     for (int64_t k = 0; k < size; ++k) {
-      int part =
-          viewOf(staging, freshName(op) + ".part", {chunk}, k * chunk * 4);
+      int part = viewOf(staging, freshName(op) + ".part", {chunk},
+                        k * chunk * rtf::dtypeBytes(dt));
       emit(rtf::Opcode::SliceCopy, {operand(rs.getInput()), part},
            {outer, whole, local, k * local, inner});
     }
@@ -201,22 +211,29 @@ LogicalResult ProgramEmitter::lowerCollective(Operation *op, bool &handled) {
     int64_t g = parallel.groupIds.at(bucket->group);
     // Started in the last micro-batch only, overlapping the backward of the
     // earlier layers; the update waits for it.
+    // bf16 reduction: the collective reads a rounded copy.
+    int reduced = bucket->lowGrad >= 0 ? bucket->lowGrad : bucket->flatGrad;
     if (bucket->shardGradsEachMicrobatch) {
       // ZeRO-2: every micro-batch, finished at the micro-batch's end.
-      emit(rtf::Opcode::ReduceScatterStart,
-           {bucket->flatGrad, bucket->gradPartial}, {g, bucket->slot});
+      if (reduced != bucket->flatGrad)
+        emit(rtf::Opcode::Convert, {bucket->flatGrad, reduced});
+      emit(rtf::Opcode::ReduceScatterStart, {reduced, bucket->gradPartial},
+           {g, bucket->slot});
       shardsInFlight.push_back(bucket - buckets.data());
       return success();
     }
     // (A pipeline schedule lowers it in the last micro-batch only.)
     bool lastOnly = !pipelined();
+    if (reduced != bucket->flatGrad)
+      emit(rtf::Opcode::Convert, {bucket->flatGrad, reduced}, {}, {}, lastOnly);
     if (bucket->scatter)
       emit(rtf::Opcode::ReduceScatterStart,
-           {bucket->flatGrad, bucket->gradShard}, {g, bucket->slot}, {},
-           lastOnly);
+           {reduced,
+            bucket->lowShard >= 0 ? bucket->lowShard : bucket->gradShard},
+           {g, bucket->slot}, {}, lastOnly);
     else
-      emit(rtf::Opcode::AllReduceStart, {bucket->flatGrad},
-           {g, 0, bucket->slot}, {}, lastOnly);
+      emit(rtf::Opcode::AllReduceStart, {reduced}, {g, 0, bucket->slot}, {},
+           lastOnly);
     return success();
   }
   handled = false;
@@ -325,6 +342,13 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             STRATA_OUT(o, a.getResult());
             emit(rtf::Opcode::Add,
                  {operand(a.getLhs()), operand(a.getRhs()), o});
+            return success();
+          })
+          .Case([&](CastOp c) -> LogicalResult {
+            if (absorbed.count(c) || foldedCasts.count(c))
+              return success();
+            STRATA_OUT(o, c.getResult());
+            emit(rtf::Opcode::Convert, {operand(c.getInput()), o});
             return success();
           })
           .Case([&](MulOp a) -> LogicalResult {

@@ -38,6 +38,9 @@ struct ParallelContext {
   /// Global rank of pipeline device d in this rank's (dp, tp) line.
   std::vector<int64_t> ppRanks;
   int zero = 0;
+  /// Data-parallel gradient buckets are reduced in bfloat16 (the plan's
+  /// grad_reduce_dtype); float32 otherwise.
+  bool bf16GradReduce = false;
   /// Group-table index of this rank's group per axis name used in the IR
   /// ("dp", "tp") plus "world".
   std::map<std::string, int64_t> groupIds;

@@ -117,10 +117,19 @@ LogicalResult ProgramEmitter::collectParams() {
     b.shardGradsEachMicrobatch = b.scatter && parallel.zero >= 2;
     b.flatGrad = newBuffer(base + ".grad", {b.elements}, rtf::DType::F32,
                            !b.shardGradsEachMicrobatch);
+    bool low = parallel.bf16GradReduce;
     if (b.shardGradsEachMicrobatch) {
       lazyZero.insert(b.flatGrad);
       b.gradPartial = newBuffer(base + ".grad_partial", {b.elements / size},
-                                rtf::DType::F32);
+                                low ? rtf::DType::BF16 : rtf::DType::F32);
+    }
+    if (low) {
+      // Persistent unless the reduction finishes inside the micro-batch.
+      b.lowGrad = newBuffer(base + ".grad_bf16", {b.elements}, rtf::DType::BF16,
+                            !b.shardGradsEachMicrobatch);
+      if (b.scatter && !b.shardGradsEachMicrobatch)
+        b.lowShard = newBuffer(base + ".grad_shard_bf16", {b.elements / size},
+                               rtf::DType::BF16, true);
     }
     b.shardParams = b.scatter && parallel.zero >= 3;
     if (b.scatter) {
@@ -297,9 +306,18 @@ void ProgramEmitter::planUpdates() {
 void ProgramEmitter::emitUpdate(rtf::ProgramBuilder &b) {
   auto id = [&](int buf) { return buffers[buf].emitted; };
   const auto U = rtf::SequenceKind::Update;
-  for (const Bucket &bucket : buckets)
-    if (!bucket.shardGradsEachMicrobatch)
-      b.emit(U, rtf::Opcode::Wait, {}, {bucket.slot});
+  for (const Bucket &bucket : buckets) {
+    if (bucket.shardGradsEachMicrobatch)
+      continue;
+    b.emit(U, rtf::Opcode::Wait, {}, {bucket.slot});
+    // bf16 reduction: back into the float32 (shard of the) main gradient.
+    if (bucket.lowShard >= 0)
+      b.emit(U, rtf::Opcode::Convert,
+             {id(bucket.lowShard), id(bucket.gradShard)});
+    else if (bucket.lowGrad >= 0)
+      b.emit(U, rtf::Opcode::Convert,
+             {id(bucket.lowGrad), id(bucket.flatGrad)});
+  }
 
   // Parameters held by several pipeline stages (tied embeddings) sum their
   // partial gradients across those stages, and, being outside the buckets,
@@ -395,6 +413,8 @@ void ProgramEmitter::finishGradientShards() {
   for (int index : shardsInFlight) {
     const Bucket &b = buckets[index];
     keepAlive(b.flatGrad);
+    if (b.lowGrad >= 0)
+      keepAlive(b.lowGrad);
     emit(rtf::Opcode::Wait, {}, {b.slot});
     emit(rtf::Opcode::Accumulate, {b.gradPartial, b.gradShard});
   }

@@ -85,6 +85,9 @@ struct Bucket {
   bool shardParams = false;
   int flatValueBackward = -1, valueShard = -1;
   int slot = -1;
+  /// bfloat16 reduction (plan grad_reduce_dtype): the flat gradient rounded
+  /// to bf16, and under ZeRO-1 the bf16 shard the reduce-scatter writes.
+  int lowGrad = -1, lowShard = -1;
 };
 
 struct ParamInfo {
@@ -152,11 +155,13 @@ private:
     Type e = cast<RankedTensorType>(t).getElementType();
     if (e.isF32())
       return rtf::DType::F32;
+    if (e.isBF16())
+      return rtf::DType::BF16;
     if (e.isInteger(32))
       return rtf::DType::I32;
-    return op->emitError("the CPU runtime computes in float32 (and int32 "
-                         "token ids); got element type ")
-               << e << "; set the model's dtype to float32",
+    return op->emitError("the CPU runtime computes in float32 or bfloat16 "
+                         "(and int32 token ids); got element type ")
+               << e << "; set the model's dtype to float32 or bfloat16",
            failure();
   }
   /// The buffer holding `v`, creating it (or using the gradient buffer it is
@@ -168,6 +173,18 @@ private:
     auto bound = directBind.find(v);
     if (bound != directBind.end())
       return valueBuffer[v] = bound->second;
+    // A matmul whose only use is a cast writes the cast's dtype itself (it
+    // accumulates in float32 either way): the float32 logits of a bf16
+    // model's head.
+    if (v.getDefiningOp<MatmulOp>() && v.hasOneUse())
+      if (auto c = dyn_cast<CastOp>(*v.getUsers().begin());
+          c && !absorbed.count(c)) {
+        FailureOr<int> b = result(c, c.getResult());
+        if (failed(b))
+          return failure();
+        foldedCasts.insert(c);
+        return valueBuffer[v] = *b;
+      }
     FailureOr<rtf::DType> dt = dtypeOf(op, v.getType());
     if (failed(dt))
       return failure();
@@ -320,6 +337,8 @@ private:
   /// Explicit `grad += v` instructions, emitted where `at` would have been.
   llvm::DenseMap<Operation *, SmallVector<std::pair<Value, int>>> accumulateAt;
   llvm::DenseSet<Operation *> absorbed;
+  /// Casts whose producer writes the cast's dtype itself (see result()).
+  llvm::DenseSet<Operation *> foldedCasts;
   llvm::StringMap<ParamInfo> params;
   std::vector<std::string> paramOrder;
   /// Saved forward statistics the gradient ops reuse: layer_norm -> (mean,

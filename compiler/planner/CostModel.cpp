@@ -374,7 +374,9 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     double perLayer = m.kind == ModelDesc::Kind::Transformer ? 2 : 1;
     double count =
         2 * perLayer + (p.recompute == Recompute::Full ? perLayer : 0);
-    double bytes = T * double(m.hidden) * e;
+    // Mixed precision reduces the partial sums in float32.
+    double bytes =
+        T * double(m.hidden) * (m.mixedPrecision() && stratasLayout() ? 4 : e);
     lc.tpComm = count * allReduceTime(bytes, p.stride(Axis::TP), p.tp);
     // Replicated kv heads: every rank holds the whole k and v projections
     // and sums their gradients over the group each micro-batch.
@@ -423,11 +425,21 @@ double AnalyticalCostModel::modelFlopsPerStep(int64_t globalBatch) const {
 // Stage terms and the full estimate
 //===----------------------------------------------------------------------===//
 
-ParamBytes paramBytes(const ModelDesc &m) {
+ParamBytes paramBytes(const ModelDesc &m, const Plan *p, bool stratasLayout) {
   double e = double(m.dtypeBytes);
   double master = m.mixedPrecision() ? 4 : 0;
   double grad = m.gradientBytes > 0 ? double(m.gradientBytes) : e;
   ParamBytes b{e, grad, master, 0};
+  // Mixed precision as Strata's CPU runtime does it: the persistent weight
+  // is the float32 master, gradients accumulate in float32 main gradients
+  // (plus a bf16 copy of each bucket for a bf16 reduction); the bf16
+  // working copies of the weights are transient and counted with the
+  // activations.
+  if (m.mixedPrecision() && stratasLayout) {
+    b.weight = 4;
+    b.grad = 4 + (p && p->bf16GradReduce && p->dp > 1 ? 2 : 0);
+    b.optimizer = 0;
+  }
   switch (m.optimizer) {
   case ModelDesc::Optimizer::Adam:
     b.optimizer += 8;
@@ -479,7 +491,12 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // it is another device than the first, and the final norm.
   double headParams = (m.tiedEmbedding && p.pp == 1 ? 0 : V * h / t) +
                       (p.pp == 1 ? 0 : finalNorm);
-  ParamBytes pb = paramBytes(m);
+  ParamBytes pb = paramBytes(m, &p, stratasLayout());
+  bool mixed = m.mixedPrecision() && stratasLayout();
+  // Bytes per weight element that collectives move: float32 masters under
+  // mixed precision (ZeRO gathers), gradients in the reduction dtype.
+  double weightWire = mixed ? 4 : e;
+  double gradWire = !mixed ? pb.grad : p.bf16GradReduce ? 2 : 4;
   auto statics = [&](double params, double &w, double &g, double &o) {
     w = params * pb.weight / (p.zero >= 3 ? dp : 1);
     g = params * pb.grad / (p.zero >= 2 ? dp : 1);
@@ -497,18 +514,17 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // layer's backward; what outlasts that compute is exposed, and the first
   // layer's forward gather of each micro-batch has nothing to hide under.
   if (p.zero >= 3 && p.dp > 1) {
-    // Parameters are gathered in the activation dtype, gradients reduced in
-    // theirs (fp32 under FSDP's reduce_dtype=float32).
-    double ag = allGatherTime(layerParams * e, dpStride, p.dp);
-    double rs = reduceScatterTime(layerParams * pb.grad, dpStride, p.dp);
+    double bytes = layerParams * weightWire;
+    double ag = allGatherTime(bytes, dpStride, p.dp);
+    double rs = reduceScatterTime(layerParams * gradWire, dpStride, p.dp);
     sc.layerZeroComm = overlappedCommTime(ag, lc.fwd) +
                        overlappedCommTime(ag + rs, lc.bwd + lc.recompute);
     sc.zeroFirstGather = commOverlapsCompute() ? ag : 0;
     // The embedding and the head are gathered at the start of their pass
     // (nothing to hide under) and reduce-scattered at its end.
     auto ends = [&](double params) {
-      return 2 * allGatherTime(params * e, dpStride, p.dp) +
-             reduceScatterTime(params * pb.grad, dpStride, p.dp);
+      return 2 * allGatherTime(params * weightWire, dpStride, p.dp) +
+             reduceScatterTime(params * gradWire, dpStride, p.dp);
     };
     sc.firstZeroComm = ends(embedParams);
     sc.lastZeroComm = ends(headParams);
@@ -546,9 +562,15 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
 
   // Memory per micro-batch in flight and per device.
   sc.layerActivation = lc.saved;
+  // Mixed precision: each micro-batch casts the layer's weights to bf16 in
+  // the forward pass and reads the copies again in the backward pass.
+  if (mixed)
+    sc.layerActivation += layerParams * e;
   sc.transientActivation = lc.transient;
   sc.firstActivation = m.dropout ? T * h / outside : 0; // dropout mask
   sc.lastActivation = T * V / t * (4 + 4 + e); // fp32 logits, softmax, grad
+  if (mixed)                                   // the head's bf16 weight copy
+    sc.lastActivation += V * h / t * e;
   sc.reserved = dev.reservedBytes;
   sc.memoryLimit = dev.memoryBytes;
   if (p.dp > 1 && p.zero < 3)
@@ -560,14 +582,14 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // Current + prefetched gathered layer, and the layer's unsharded
   // gradient before its reduce-scatter.
   if (p.zero >= 3 && p.dp > 1)
-    sc.commBuffers += layerParams * (2 * e + pb.grad);
+    sc.commBuffers += 2 * layerParams * weightWire + layerParams * gradWire;
 
   // Step-level terms use an average stage (L/pp layers) plus the embedding,
   // so they do not depend on the layer assignment the search optimises.
   double stageLayers = double(m.layers) / double(p.pp);
   double stageParams = stageLayers * layerParams + embedParams;
   if (p.dp > 1 && p.zero < 3) {
-    double bytes = stageParams * pb.grad;
+    double bytes = stageParams * gradWire;
     double backward = stageLayers * lc.bwd;
     double forward = stageLayers * lc.fwd;
     double lastBucket = 1.0 / (stageLayers + 1.0);
@@ -594,8 +616,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
       // Reduce-scatter hides under the last backward, the parameter
       // all-gather (same buckets) under the next step's first forward.
       double rs = bucketed(&AnalyticalCostModel::reduceScatterTime, bytes);
-      double ag =
-          bucketed(&AnalyticalCostModel::allGatherTime, stageParams * e);
+      double ag = bucketed(&AnalyticalCostModel::allGatherTime,
+                           stageParams * weightWire);
       sc.dpExposed = exposed(rs, backward) + exposed(ag, forward);
     }
   }

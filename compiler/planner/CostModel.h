@@ -93,7 +93,11 @@ public:
 struct ParamBytes {
   double weight, grad, optimizer, update;
 };
-ParamBytes paramBytes(const ModelDesc &m);
+/// `stratasLayout`: mixed precision as Strata's CPU runtime keeps it (fp32
+/// masters and main gradients; `p` says whether a bf16 reduction copy is
+/// kept); otherwise Megatron's layout (16-bit weights, `gradientBytes`).
+ParamBytes paramBytes(const ModelDesc &m, const Plan *p = nullptr,
+                      bool stratasLayout = false);
 
 /// Micro-batches' worth of activations pipeline device `d` holds at its peak.
 double inflightMicrobatches(const Plan &plan, int64_t d);
@@ -117,6 +121,12 @@ public:
   /// data with copy engines and NICs beside the SMs; a single-threaded CPU
   /// rank moves shared-memory MPI traffic with the same core that computes.
   bool commOverlapsCompute() const { return c.device.kind != "cpu"; }
+  /// Whether memory and traffic follow Strata's own (CPU) runtime: fp32
+  /// masters and main gradients under mixed precision, fp32 tensor-parallel
+  /// reductions. GPU clusters follow Megatron-LM's GPU implementation (16-bit
+  /// weights and gradients, fp32 masters in the optimizer state), which the
+  /// validation against published runs checks.
+  bool stratasLayout() const { return c.device.kind == "cpu"; }
   double gemmTime(double M, double N, double K, double batch) const;
   /// Whether attention is costed as one fused kernel: the model runs
   /// strata.causal_attention (the presets' default, on CPU and GPU alike).

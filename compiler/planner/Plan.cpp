@@ -87,7 +87,8 @@ bool Plan::operator==(const Plan &o) const {
          microBatch == o.microBatch && numMicrobatches == o.numMicrobatches &&
          schedule == o.schedule && zero == o.zero && recompute == o.recompute &&
          sp == o.sp && axisOrder == o.axisOrder &&
-         stageLayers == o.stageLayers && bucketBytes == o.bucketBytes;
+         stageLayers == o.stageLayers && bucketBytes == o.bucketBytes &&
+         bf16GradReduce == o.bf16GradReduce;
 }
 
 std::string Plan::summary() const {
@@ -100,6 +101,8 @@ std::string Plan::summary() const {
      << " recompute=" << recomputeName(recompute) << (sp ? " sp" : "")
      << " order=" << axisName(axisOrder[0]) << "," << axisName(axisOrder[1])
      << "," << axisName(axisOrder[2]);
+  if (bf16GradReduce)
+    os << " grad_reduce_dtype=bfloat16";
   return os.str();
 }
 
@@ -116,6 +119,7 @@ static json planJson(const Plan &p) {
   j["recompute"] = recomputeName(p.recompute);
   j["sp"] = p.sp;
   j["bucket_bytes"] = p.bucketBytes;
+  j["grad_reduce_dtype"] = p.bf16GradReduce ? "bfloat16" : "float32";
   j["placement"] = {axisName(p.axisOrder[0]), axisName(p.axisOrder[1]),
                     axisName(p.axisOrder[2])};
   j["stage_layers"] = p.stageLayers;
@@ -180,6 +184,15 @@ std::optional<Plan> Plan::fromJson(const std::string &text,
       !enumField("recompute", parseRecompute, p.recompute,
                  "none, selective, full"))
     return std::nullopt;
+  if (doc.contains("grad_reduce_dtype")) {
+    const json &g = doc["grad_reduce_dtype"];
+    if (!g.is_string() || (g.get<std::string>() != "float32" &&
+                           g.get<std::string>() != "bfloat16")) {
+      error = "plan field 'grad_reduce_dtype' must be float32 or bfloat16";
+      return std::nullopt;
+    }
+    p.bf16GradReduce = g.get<std::string>() == "bfloat16";
+  }
   if (doc.contains("sp")) {
     if (!doc["sp"].is_boolean()) {
       error = "plan field 'sp' must be true or false";

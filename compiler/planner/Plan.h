@@ -43,6 +43,11 @@ struct Plan {
   /// Target bytes of gradient per data-parallel reduction bucket (as PyTorch
   /// DDP's bucket_cap_mb); pinnable, not searched.
   int64_t bucketBytes = 25 << 20;
+  /// Data-parallel gradient reduction (all-reduce or ZeRO reduce-scatter)
+  /// in bfloat16 instead of float32: half the bytes on the wire, the
+  /// gradients rounded to bf16 once before the sum. Pinnable
+  /// (`grad_reduce_dtype`), not searched; float32 by default.
+  bool bf16GradReduce = false;
   /// Device placement: which axis is innermost in the rank numbering. The
   /// default puts tensor parallelism inside a node and pipeline outermost.
   std::array<Axis, 3> axisOrder = {Axis::TP, Axis::DP, Axis::PP};

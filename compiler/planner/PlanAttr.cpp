@@ -29,6 +29,10 @@ DictionaryAttr strata::planner::planToAttr(const Plan &plan, MLIRContext *ctx) {
       b.getNamedAttr("placement", b.getArrayAttr(placement)),
       b.getNamedAttr("stage_layers", b.getDenseI64ArrayAttr(plan.stageLayers)),
   };
+  // Only when not the default, so float32 plans print as before.
+  if (plan.bf16GradReduce)
+    attrs.push_back(
+        b.getNamedAttr("grad_reduce_dtype", b.getStringAttr("bfloat16")));
   return b.getDictionaryAttr(attrs);
 }
 
@@ -60,6 +64,8 @@ std::optional<Plan> strata::planner::planFromAttr(DictionaryAttr attr,
       !getInt("zero", zero) || !getInt("bucket_bytes", plan.bucketBytes))
     return std::nullopt;
   plan.zero = static_cast<int>(zero);
+  if (auto g = attr.getAs<StringAttr>("grad_reduce_dtype"))
+    plan.bf16GradReduce = g.getValue() == "bfloat16";
   auto schedule = getStr("schedule");
   auto recompute = getStr("recompute");
   if (!schedule || !recompute)

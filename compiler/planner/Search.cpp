@@ -91,6 +91,14 @@ bool parsePin(const std::string &text, Pins &pins, std::string &error,
       ok = false;
       error = "--pin " + text + ": sp must be true or false";
     }
+  } else if (key == "grad_reduce_dtype") {
+    if (val == "float32" || val == "bfloat16")
+      pins.bf16GradReduce = val == "bfloat16";
+    else {
+      ok = false;
+      error =
+          "--pin " + text + ": grad_reduce_dtype must be float32 or bfloat16";
+    }
   } else if (key == "placement") {
     std::array<Axis, 3> order{};
     std::stringstream ss(val);
@@ -114,7 +122,8 @@ bool parsePin(const std::string &text, Pins &pins, std::string &error,
   } else {
     error = "--pin " + text + ": unknown plan field '" + key +
             "'; pinnable: dp, tp, pp, vpp, micro_batch, num_microbatches, "
-            "schedule, zero, recompute, sp, placement, bucket_bytes";
+            "schedule, zero, recompute, sp, placement, bucket_bytes, "
+            "grad_reduce_dtype";
     ok = false;
   }
   if (ok) {
@@ -608,6 +617,8 @@ static PlanResult runSearch(const ModelDesc &m, const ClusterSpec &c,
                     p.recompute = rc, p.sp = sp;
                     if (pins.bucketBytes)
                       p.bucketBytes = *pins.bucketBytes;
+                    if (pins.bf16GradReduce)
+                      p.bf16GradReduce = *pins.bf16GradReduce;
                     ++r.spaceSize;
                     StageCosts sc = cm.stageCosts(p);
                     double lt = sc.layerTime();

@@ -30,6 +30,7 @@ struct Pins {
   std::optional<int> zero;
   std::optional<Recompute> recompute;
   std::optional<bool> sp;
+  std::optional<bool> bf16GradReduce;
   std::optional<std::array<Axis, 3>> placement;
   /// The pins as the user wrote them ("tp=2"), for error messages, and
   /// how to name the ones not given with `--pin` (e.g.

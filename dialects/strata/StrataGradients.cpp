@@ -323,3 +323,11 @@ RepeatInterleaveOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
       getLoc(), resultGrads[0], getAxisAttr(), getRepeatsAttr()));
   return success();
 }
+
+LogicalResult CastOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &grads) {
+  // The gradient flows back in the input's precision.
+  grads.push_back(
+      b.create<CastOp>(getLoc(), getInput().getType(), resultGrads[0]));
+  return success();
+}

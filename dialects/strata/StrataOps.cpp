@@ -929,3 +929,18 @@ LogicalResult RotaryEmbeddingAtPositionOp::inferReturnTypes(
 int64_t RotaryEmbeddingAtPositionOp::getFlops() {
   return 3 * numElements(getInput());
 }
+
+//===----------------------------------------------------------------------===//
+// Mixed precision
+//===----------------------------------------------------------------------===//
+
+LogicalResult CastOp::verify() {
+  auto in = rankedType(getInput());
+  auto out = rankedType(getResult());
+  if (in.getShape() != out.getShape())
+    return emitOpError("cannot change the shape (")
+           << shapeStr(in.getShape()) << " to " << shapeStr(out.getShape())
+           << ")";
+  return success();
+}
+int64_t CastOp::getFlops() { return 0; }

@@ -1027,4 +1027,28 @@ def Strata_RotaryEmbeddingAtPositionOp
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+//===----------------------------------------------------------------------===//
+// Mixed precision (helper bf16)
+//===----------------------------------------------------------------------===//
+
+def Strata_CastOp : Strata_Op<"cast",
+    [Pure, DeclareOpInterfaceMethods<Strata_CostOpInterface>,
+     DeclareOpInterfaceMethods<Strata_DifferentiableOpInterface>]> {
+  let summary = "converts a tensor to another floating-point element type";
+  let description = [{
+    Same shape, each element rounded to the result's element type (round to
+    nearest even). `strata-mixed-precision` inserts it: the bfloat16 working
+    copy of a float32 master parameter. Its gradient is the cast back, so a
+    parameter's gradient arrives in float32.
+
+    ```mlir
+    %wb = strata.cast %w : (tensor<64x64xf32>) -> tensor<64x64xbf16>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // STRATA_OPS_TD

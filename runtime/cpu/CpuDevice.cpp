@@ -6,6 +6,7 @@
 
 #include "runtime/cpu/CpuDevice.h"
 
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Threads.h"
 #include "runtime/format/OpSchema.h"
 #include "runtime/support/Error.h"
@@ -45,6 +46,31 @@ std::string profileKey(const Instruction &inst, double &flops) {
                 (long long)a[3], a[4] ? " tA" : "", a[5] ? " tB" : "",
                 a[6] ? " bcastB" : "");
   return buf;
+}
+
+/// Opcodes whose kernels read and write bfloat16 buffers themselves; every
+/// other kernel computes in float32 on staged copies of its bf16 operands.
+bool handlesBf16(Opcode op) {
+  switch (op) {
+  case Opcode::Matmul:
+  case Opcode::Convert:
+  case Opcode::LoadBatch:
+  case Opcode::AllReduce:
+  case Opcode::ReduceScatter:
+  case Opcode::AllGather:
+  case Opcode::Send:
+  case Opcode::Recv:
+  case Opcode::Barrier:
+  case Opcode::AllReduceStart:
+  case Opcode::ReduceScatterStart:
+  case Opcode::AllGatherStart:
+  case Opcode::SendStart:
+  case Opcode::RecvStart:
+  case Opcode::Wait:
+    return true;
+  default:
+    return false;
+  }
 }
 
 } // namespace
@@ -121,6 +147,7 @@ void CpuDevice::prepare(const RankProgram &rank) {
 
   profile_.clear();
   std::map<std::string, uint32_t> slotOf;
+  uint64_t stagingFloats = 0;
   for (int k = 0; k < kNumSequenceKinds; ++k) {
     auto &bound = sequences_[k];
     bound.clear();
@@ -147,9 +174,64 @@ void CpuDevice::prepare(const RankProgram &rank) {
       auto [it, added] = slotOf.try_emplace(key, uint32_t(profile_.size()));
       if (added)
         profile_.push_back({key, flops, 0, 0.0});
-      bound.push_back({kernel, std::move(b), it->second});
+      BoundStep step{kernel, std::move(b), it->second, {}, {}};
+      if (!handlesBf16(inst.opcode)) {
+        const OpSchema &schema = getOpSchema(inst.opcode);
+        uint64_t floats = 0;
+        for (size_t i = 0; i < step.bound.operands.size(); ++i) {
+          if (step.bound.dtypes[i] != DType::BF16)
+            continue;
+          OperandRole role =
+              schema.operands[std::min(i, schema.operands.size() - 1)].role;
+          step.staged.push_back({uint32_t(i), role != OperandRole::Out,
+                                 role != OperandRole::In, floats});
+          // 16-float (64-byte) steps keep each copy aligned.
+          floats += (uint64_t(step.bound.elements[i]) + 15) / 16 * 16;
+        }
+        stagingFloats = std::max(stagingFloats, floats);
+      }
+      bound.push_back(std::move(step));
     }
   }
+  staging_.assign(stagingFloats, 0.0f);
+  staging_.shrink_to_fit();
+  bool bf16 = false;
+  for (int k = 0; k < kNumSequenceKinds; ++k)
+    for (BoundStep &step : sequences_[k]) {
+      for (DType t : step.bound.dtypes)
+        bf16 |= t == DType::BF16;
+      if (step.staged.empty())
+        continue;
+      step.widened = step.bound;
+      for (const StagedOperand &st : step.staged) {
+        step.widened.operands[st.operand] = staging_.data() + st.offset;
+        step.widened.dtypes[st.operand] = DType::F32;
+      }
+    }
+  static bool told = false;
+  if (bf16 && !hasBf16Gemm() && !told) {
+    told = true;
+    std::fprintf(stderr,
+                 "strata: this CPU has no AVX512-BF16; bfloat16 matmuls "
+                 "widen their operands and run in float32\n");
+  }
+}
+
+void CpuDevice::runStep(const BoundStep &step, const ExecContext &ctx) {
+  if (step.staged.empty()) {
+    step.kernel(step.bound, ctx);
+    return;
+  }
+  for (const StagedOperand &st : step.staged)
+    if (st.read)
+      widenBf16(static_cast<const uint16_t *>(step.bound.operands[st.operand]),
+                step.widened.f32(st.operand), step.bound.elements[st.operand]);
+  step.kernel(step.widened, ctx);
+  for (const StagedOperand &st : step.staged)
+    if (st.written)
+      narrowToBf16(step.widened.f32(st.operand),
+                   static_cast<uint16_t *>(step.bound.operands[st.operand]),
+                   step.bound.elements[st.operand]);
 }
 
 void CpuDevice::upload(uint64_t offset, const void *src, uint64_t bytes) {
@@ -174,13 +256,13 @@ void CpuDevice::run(SequenceKind kind, const ExecContext &ctx) {
   for (const BoundStep &step : sequences_[static_cast<int>(kind)]) {
     if (profiling_) {
       auto start = Clock::now();
-      step.kernel(step.bound, ctx);
+      runStep(step, ctx);
       ProfileRow &row = profile_[step.profileSlot];
       row.seconds +=
           std::chrono::duration<double>(Clock::now() - start).count();
       ++row.calls;
     } else {
-      step.kernel(step.bound, ctx);
+      runStep(step, ctx);
     }
     // Outstanding non-blocking collectives only advance inside MPI calls
     // (no progress thread), so poke them between kernels.
@@ -196,7 +278,7 @@ void CpuDevice::runTraced(SequenceKind kind, const ExecContext &ctx) {
   using Clock = std::chrono::steady_clock;
   for (const BoundStep &step : sequences_[static_cast<int>(kind)]) {
     auto start = Clock::now();
-    step.kernel(step.bound, ctx);
+    runStep(step, ctx); // with bf16 staging, as run() does
     auto end = Clock::now();
     if (profiling_) {
       ProfileRow &row = profile_[step.profileSlot];

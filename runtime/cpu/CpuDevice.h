@@ -46,11 +46,22 @@ public:
   void run(SequenceKind kind, const ExecContext &ctx) override;
 
 private:
+  /// A bfloat16 operand of a kernel that computes on float32: widened into
+  /// the staging area before the kernel (when read) and narrowed back after
+  /// it (when written).
+  struct StagedOperand {
+    uint32_t operand;
+    bool read, written;
+    uint64_t offset; ///< In floats, within staging_.
+  };
   struct BoundStep {
     KernelFn kernel;
     BoundInstruction bound;
     uint32_t profileSlot; ///< Row of profile_ this instruction adds to.
+    std::vector<StagedOperand> staged;
+    BoundInstruction widened; ///< `bound` with staged operands in f32.
   };
+  void runStep(const BoundStep &step, const ExecContext &ctx);
   /// One row of the STRATA_PROFILE=1 table: an opcode, or a matmul shape.
   struct ProfileRow {
     std::string key;
@@ -66,6 +77,9 @@ private:
   InstructionTracer *tracer_ = nullptr; ///< --trace; null when off
   std::vector<BoundStep> sequences_[kNumSequenceKinds];
   bool profiling_ = false;
+  /// Float32 copies of the bfloat16 operands of one instruction (sized for
+  /// the largest); outside the arena, see docs/runtime.md.
+  std::vector<float> staging_;
   std::vector<ProfileRow> profile_;
 };
 

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 
 namespace strata::rt::cpu {
 
@@ -65,7 +66,24 @@ void runMatmul(const B &b, const C &) {
   s.transA = b.attr(4) != 0;
   s.transB = b.attr(5) != 0;
   s.broadcastB = b.attr(6) != 0;
-  matmul(b.f32(0), b.f32(1), b.f32(2), s, float(b.fattr(0)), float(b.fattr(1)));
+  if (b.dtypes[0] == DType::F32 && b.dtypes[1] == DType::F32 &&
+      b.dtypes[2] == DType::F32)
+    matmul(b.f32(0), b.f32(1), b.f32(2), s, float(b.fattr(0)),
+           float(b.fattr(1)));
+  else
+    matmulMixed(b.operands[0], b.dtypes[0], b.operands[1], b.dtypes[1],
+                b.operands[2], b.dtypes[2], s, float(b.fattr(0)),
+                float(b.fattr(1)));
+}
+void runConvert(const B &b, const C &) {
+  DType from = b.dtypes[0], to = b.dtypes[1];
+  int64_t n = b.elements[0];
+  if (from == DType::BF16 && to == DType::F32)
+    widenBf16(static_cast<const uint16_t *>(b.operands[0]), b.f32(1), n);
+  else if (from == DType::F32 && to == DType::BF16)
+    narrowToBf16(b.f32(0), static_cast<uint16_t *>(b.operands[1]), n);
+  else if (b.operands[0] != b.operands[1])
+    std::memmove(b.operands[1], b.operands[0], size_t(n) * dtypeBytes(from));
 }
 void runEmbeddingFwd(const B &b, const C &) {
   embeddingFwd(b.i32(0), b.elements[0], b.f32(1), b.attr(0), b.attr(1),
@@ -313,6 +331,7 @@ constexpr Entry kEntries[] = {
     {Opcode::SliceCopy, runSliceCopy},
     {Opcode::SliceInsert, runSliceInsert},
     {Opcode::Matmul, runMatmul},
+    {Opcode::Convert, runConvert},
     {Opcode::EmbeddingFwd, runEmbeddingFwd},
     {Opcode::EmbeddingBwd, runEmbeddingBwd},
     {Opcode::BiasAdd, runBiasAdd},

@@ -15,6 +15,8 @@
 #ifndef STRATA_RUNTIME_CPU_KERNELS_H
 #define STRATA_RUNTIME_CPU_KERNELS_H
 
+#include "runtime/format/Program.h"
+
 #include <cstdint>
 
 namespace strata::rt::cpu {
@@ -186,6 +188,20 @@ void repeatInterleave(const float *x, float *out, int64_t outer, int64_t n,
                       int64_t repeats, int64_t inner);
 void repeatInterleaveBwd(const float *dy, float *dx, int64_t outer, int64_t n,
                          int64_t repeats, int64_t inner);
+
+// bfloat16 (Bf16.cpp): buffers of DType::BF16 hold uint16_t bit patterns.
+
+/// out = float(x); exact.
+void widenBf16(const uint16_t *x, float *out, int64_t n);
+/// out = bf16(x), round to nearest even.
+void narrowToBf16(const float *x, uint16_t *out, int64_t n);
+/// Whether bf16 GEMMs run on AVX512-BF16 (else they widen to fp32). The
+/// environment variable STRATA_BF16_GEMM=0 forces the fallback (tests).
+bool hasBf16Gemm();
+/// matmul() over operands of any mix of f32 and bf16, accumulating in f32;
+/// bf16 x bf16 runs the bf16 GEMM.
+void matmulMixed(const void *a, DType ta, const void *b, DType tb, void *c,
+                 DType tc, const MatmulShape &s, float alpha, float beta);
 
 } // namespace strata::rt::cpu
 

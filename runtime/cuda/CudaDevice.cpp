@@ -453,6 +453,8 @@ struct Entry {
 constexpr Entry kEntries[] = {
     {Opcode::Fill, runFill},
     {Opcode::Copy, runCopy},
+    // prepare() refuses bfloat16 buffers, so a convert here is f32 -> f32.
+    {Opcode::Convert, runCopy},
     {Opcode::Accumulate, runAccumulate},
     {Opcode::Add, runAdd},
     {Opcode::Mul, runMul},
@@ -629,6 +631,10 @@ void CudaDevice::prepare(const RankProgram &rank) {
           continue;
         }
         const BufferDesc &buf = rank.buffers[id];
+        if (buf.dtype == DType::BF16)
+          fail("buffer '", buf.name,
+               "' is bfloat16: the CUDA backend runs float32 programs only "
+               "so far; compile with --target cpu, or with dtype: float32");
         b.operands.push_back(arena_ + buf.offset);
         b.elements.push_back(buf.numElements());
         b.dtypes.push_back(buf.dtype);

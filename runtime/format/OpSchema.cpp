@@ -42,6 +42,19 @@ bool verifySameSize(VerifyContext &ctx) {
 
 bool verifyAny(VerifyContext &) { return true; }
 
+/// convert: float32 <-> bfloat16 (or a copy within one of them).
+bool verifyConvert(VerifyContext &ctx) {
+  for (size_t i = 0; i < 2; ++i)
+    if (ctx.operands[i]->dtype != DType::F32 &&
+        ctx.operands[i]->dtype != DType::BF16) {
+      ctx.error = "operand '" + ctx.operands[i]->name +
+                  "' must be f32 or bf16, not " +
+                  dtypeName(ctx.operands[i]->dtype);
+      return false;
+    }
+  return verifySameSize(ctx);
+}
+
 bool verifyScalarFirst(VerifyContext &ctx) { return ctx.expectElements(0, 1); }
 
 bool verifyMatmul(VerifyContext &ctx) {
@@ -512,6 +525,8 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::SliceCopy, "slice_copy", {{"x", In, F32, Any32}, {"out", Out, F32, Any32}}, false, {"outer", "big", "small", "start", "inner"}, false, {}, false, verifySliceCopy});
   add({Opcode::LoadBatch, "load_batch", {{"tokens", Out, I32, Opt}, {"targets", Out, I32, Opt}, {"positions", Out, I32, Opt}}, false, {"microbatch"}, false, {}, false, verifyLoadBatch});
   add({Opcode::SliceInsert, "slice_insert", {{"x", In, F32}, {"out", InOut, F32}}, false, {"outer", "big", "small", "start", "inner", "accumulate"}, false, {}, false, verifySliceInsert});
+  // Mixed precision (bf16 helper's block).
+  add({Opcode::Convert, "convert", {{"x", In, F32, AnyFloat}, {"out", Out, F32, AnyFloat}}, false, {}, false, {}, false, verifyConvert});
   add({Opcode::Matmul, "matmul", {{"a", In, F32}, {"b", In, F32}, {"c", InOut, F32}}, false, {"batch", "m", "n", "k", "trans_a", "trans_b", "broadcast_b"}, false, {"alpha", "beta"}, false, verifyMatmul});
   add({Opcode::EmbeddingFwd, "embedding_fwd", {{"ids", In, I32}, {"table", In, F32}, {"out", Out, F32}}, false, {"rows", "hidden", "row_start"}, false, {}, false, verifyEmbeddingFwd});
   add({Opcode::EmbeddingBwd, "embedding_bwd", {{"ids", In, I32}, {"dout", In, F32}, {"dtable", InOut, F32}}, false, {"rows", "hidden", "row_start"}, false, {}, false, verifyEmbeddingBwd});
@@ -684,14 +699,18 @@ std::string verifyInstruction(const Instruction &inst,
              std::to_string(id) + ", but there are only " +
              std::to_string(buffers.size());
     DType have = buffers[id].dtype;
+    // Every float32 operand may be bfloat16: kernels without a bfloat16
+    // form compute in float32 on widened copies (docs/runtime.md).
     bool dtypeOk = have == spec.dtype ||
+                   (spec.dtype == DType::F32 && have == DType::BF16) ||
                    ((spec.flags & kOperandAnyFloat) && have == DType::F64) ||
                    (spec.flags & kOperandAnyDType) ||
                    ((spec.flags & kOperandAny32) && have == DType::I32);
     if (!dtypeOk)
       return op + " operand '" + spec.name + "' must be " +
-             ((spec.flags & kOperandAnyFloat) ? std::string("f32 or f64")
-              : (spec.flags & kOperandAny32)  ? std::string("f32 or i32")
+             ((spec.flags & kOperandAnyFloat) ? std::string("f32, bf16 or f64")
+              : (spec.flags & kOperandAny32)  ? std::string("f32, bf16 or i32")
+              : spec.dtype == DType::F32      ? std::string("f32 or bf16")
                                               : dtypeName(spec.dtype)) +
              ", buffer '" + buffers[id].name + "' is " + dtypeName(have);
     ctx.operands.push_back(&buffers[id]);

@@ -277,7 +277,7 @@ RankProgram decodeRank(Reader &r) {
       for (BufferDesc &b : rank.buffers) {
         b.name = s.str();
         b.offset = s.u64();
-        b.dtype = enumValue<DType>(s, 2, "dtype");
+        b.dtype = enumValue<DType>(s, 3, "dtype");
         b.shape = readDims(s);
       }
       haveBuffers = true;
@@ -377,6 +377,8 @@ const char *dtypeName(DType dtype) {
     return "i32";
   case DType::F64:
     return "f64";
+  case DType::BF16:
+    return "bf16";
   }
   return "?";
 }
@@ -391,7 +393,9 @@ const char *targetName(TargetKind target) {
   return "?";
 }
 
-size_t dtypeBytes(DType dtype) { return dtype == DType::F64 ? 8 : 4; }
+size_t dtypeBytes(DType dtype) {
+  return dtype == DType::F64 ? 8 : dtype == DType::BF16 ? 2 : 4;
+}
 
 const char *sequenceName(SequenceKind kind) {
   switch (kind) {

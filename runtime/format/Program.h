@@ -42,7 +42,8 @@ constexpr uint64_t kBufferAlignment = 64;
 /// Marks an optional buffer reference as absent.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;
 
-enum class DType : uint8_t { F32 = 0, I32 = 1, F64 = 2 };
+/// BF16: bfloat16, stored as uint16_t (the upper half of a float32).
+enum class DType : uint8_t { F32 = 0, I32 = 1, F64 = 2, BF16 = 3 };
 const char *dtypeName(DType dtype);
 size_t dtypeBytes(DType dtype);
 

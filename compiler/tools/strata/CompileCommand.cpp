@@ -101,6 +101,9 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
     stages();
   // Each replica's micro-batch loss is a mean over its rows; the seed makes
   // the sum over micro-batches and replicas the global-batch mean.
+  // bfloat16 models: float32 masters, casts to the compute dtype (a no-op
+  // for float32 models).
+  os << "strata-mixed-precision,";
   os << "strata-autodiff{loss-scale="
      << llvm::format("%.17g", double(plan.microBatch) / double(globalBatch))
      << "},strata-build-optimizer";
@@ -305,6 +308,22 @@ int runCompile(const CompileOptions &opts) {
       llvm::errs() << error << "\n";
       return 1;
     }
+    // Generation computes in float32 from the float32 master weights,
+    // whatever the training dtype.
+    frontend::Graph &g = decodeSpec->graph;
+    auto toF32 = [](frontend::DType &t) {
+      if (frontend::isFloatDType(t))
+        t = frontend::DType::F32;
+    };
+    for (frontend::GraphParam &p : g.params)
+      toF32(p.dtype);
+    for (frontend::GraphTensor &in : g.inputs)
+      toF32(in.dtype);
+    for (frontend::GraphOp &op : g.ops)
+      for (frontend::TensorType &t : op.outputTypes)
+        toF32(t.dtype);
+    for (auto &[name, t] : g.values)
+      toF32(t.dtype);
     mlir::OwningOpRef<mlir::ModuleOp> decodeModule =
         importModel(*decodeSpec, ctx);
     if (!decodeModule)
@@ -382,6 +401,7 @@ int runCompile(const CompileOptions &opts) {
                              c.dp * plan.stride(planner::Axis::DP) +
                              d * plan.stride(planner::Axis::PP));
       pc.zero = plan.zero;
+      pc.bf16GradReduce = plan.bf16GradReduce;
       pc.groupIds["world"] = world;
       for (const char *axis : {"dp", "tp", "tied"})
         if (groupOf.count({axis, r}))

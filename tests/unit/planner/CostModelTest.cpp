@@ -226,6 +226,36 @@ TEST(CostModel, SixteenBytesPerParameterUnderZero0) {
               16 * params / 4, 1);
 }
 
+// On Strata's CPU runtime mixed precision keeps fp32 masters and fp32 main
+// gradients (4 + 4 + 8 bytes), the bf16 working copies of the weights as
+// activations, and a bf16 copy of the gradient buckets only when the plan
+// reduces in bf16.
+TEST(CostModel, CpuRuntimeKeepsFp32MastersAndMainGradients) {
+  ModelDesc m = gpt(256, 4, 4, 128, 1000); // bfloat16 (PlannerTestUtils)
+  ClusterSpec c = ideal(8, 1, 1e12);
+  c.device.kind = "cpu";
+  AnalyticalCostModel cm(m, c);
+  Plan p = plan(1, 1, 1, 1, 1);
+  p.stageLayers = {4};
+  Estimate e = cm.estimate(p);
+  double params = double(m.totalParams());
+  EXPECT_NEAR(e.memory.weights, 4 * params, 1);
+  EXPECT_NEAR(e.memory.gradients, 4 * params, 1);
+  EXPECT_NEAR(e.memory.optimizerState, 8 * params, 1);
+  // The layer's activations include its weights' bf16 copies.
+  ClusterSpec gpu = ideal(8, 1, 1e12);
+  StageCosts cpuCosts = cm.stageCosts(p);
+  StageCosts gpuCosts = AnalyticalCostModel(m, gpu).stageCosts(p);
+  double layerParams = double(m.layerParams());
+  EXPECT_NEAR(cpuCosts.layerActivation - gpuCosts.layerActivation,
+              2 * layerParams, 1);
+  Plan d = plan(2, 1, 1, 1, 1);
+  d.stageLayers = {4};
+  double fp32Reduce = cm.estimate(d).memory.gradients;
+  d.bf16GradReduce = true;
+  EXPECT_NEAR(cm.estimate(d).memory.gradients - fp32Reduce, 2 * params, 1);
+}
+
 TEST(CostModel, BubbleAndInflightFollowTheSchedules) {
   EXPECT_DOUBLE_EQ(pipelineMakespan({1, 1, 1, 1}, 8, 1), (8 + 3) * 1.0);
   EXPECT_DOUBLE_EQ(pipelineMakespan({2, 2, 2, 2}, 8, 2), (8 + 3.0 / 2) * 2);
@@ -393,7 +423,8 @@ TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
   c.levels[0].latencyS = 1e-4;
   AnalyticalCostModel cm(m, c);
   Plan p = plan(8, 1, 1, 1, 1);
-  double bytes = double(m.totalParams()) * 2;
+  // bf16 model on CPU ranks: the runtime reduces fp32 main gradients.
+  double bytes = double(m.totalParams()) * 4;
   double buckets = std::ceil(bytes / double(25 << 20));
   // Each bucket: the double binary tree, 2 log2(8) steps of 100 us and
   // twice the bucket over 100 GB/s (cheaper than the ring's 14 steps).
@@ -462,23 +493,29 @@ TEST(CostModel, Fp32GradientsDoubleGradientMemoryAndReduction) {
 }
 
 TEST(CostModel, ZeroThreeReducesGradientsInTheirDtype) {
-  // CPU ranks (no overlap): a ZeRO-3 layer pays its forward gather, its
-  // backward gather and its gradient reduce-scatter in full. With fp32
-  // gradients (FSDP's reduce_dtype = float32) the gathers stay bf16 and the
-  // reduce-scatter moves 4 bytes per parameter.
+  // GPU clusters keep Megatron's/FSDP's layout: with fp32 gradients (FSDP's
+  // reduce_dtype = float32) the gathers stay bf16, the reduce-scatter moves
+  // 4 bytes per parameter and the unsharded layer gradient is fp32.
+  double h = 256, layerParams = 12 * h * h + 13 * h;
   ModelDesc m = gpt(256, 4, 2, 128, 1024);
   m.gradientBytes = 4;
-  AnalyticalCostModel cm(m, preset("local:2"));
-  Plan p = plan(2, 1, 1, 1, 1);
-  p.zero = 3;
-  double h = 256, layerParams = 12 * h * h + 13 * h;
-  double ag = cm.allGatherTime(layerParams * 2, 1, 2);
-  double rs = cm.reduceScatterTime(layerParams * 4, 1, 2);
-  StageCosts sc = cm.stageCosts(p);
-  EXPECT_NEAR(sc.layerZeroComm, 2 * ag + rs, 1e-12);
-  // Two gathered bf16 layers and one unsharded fp32 gradient.
+  AnalyticalCostModel cm(m, preset("dgx-a100:1"));
   ModelDesc bf = gpt(256, 4, 2, 128, 1024);
-  AnalyticalCostModel cmBf(bf, preset("local:2"));
-  EXPECT_DOUBLE_EQ(sc.commBuffers - cmBf.stageCosts(p).commBuffers,
-                   layerParams * 2);
+  AnalyticalCostModel cmBf(bf, preset("dgx-a100:1"));
+  Plan p = plan(8, 1, 1, 1, 1);
+  p.zero = 3;
+  StageCosts sc = cm.stageCosts(p), scBf = cmBf.stageCosts(p);
+  EXPECT_GT(sc.layerZeroComm, scBf.layerZeroComm);
+  // Two gathered bf16 layers and one unsharded fp32 gradient.
+  EXPECT_DOUBLE_EQ(sc.commBuffers - scBf.commBuffers, layerParams * 2);
+
+  // CPU ranks run Strata's recipe whatever gradientBytes says (no overlap:
+  // everything is paid in full): fp32 masters are gathered and fp32 main
+  // gradients reduce-scattered, 4 bytes per parameter each way.
+  AnalyticalCostModel cpu(m, preset("local:2"));
+  Plan q = plan(2, 1, 1, 1, 1);
+  q.zero = 3;
+  double ag = cpu.allGatherTime(layerParams * 4, 1, 2);
+  double rs = cpu.reduceScatterTime(layerParams * 4, 1, 2);
+  EXPECT_NEAR(cpu.stageCosts(q).layerZeroComm, 2 * ag + rs, 1e-12);
 }
