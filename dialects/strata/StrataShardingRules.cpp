@@ -280,7 +280,8 @@ ShardingRule ruleOf(Operation *op) {
       .Case<BiasAddOp>([](auto o) { return featureRule(o, false); })
       .Case<LayerNormOp, RmsNormOp>([](auto o) { return featureRule(o, true); })
       .Case<AddOp, MulOp, ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp,
-            AllReduceOp, ReplicateOp>([](auto o) { return elementwise(o); })
+            AllReduceOp, ReplicateOp, CastOp>(
+          [](auto o) { return elementwise(o); })
       .Case([&](SoftmaxOp o) {
         int64_t l = last(o.getInput());
         if (o.getCausal())
@@ -347,7 +348,7 @@ void attachShardingRules(MLIRContext *ctx) {
          ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp, AllReduceOp, ReplicateOp,
          SoftmaxOp, RotaryEmbeddingOp, ReshapeOp, TransposeOp,
          RepeatInterleaveOp, SplitOp, ConcatOp, SliceOp, ConstantOp,
-         CrossEntropyOp, CausalAttentionOp>(ctx);
+         CrossEntropyOp, CausalAttentionOp, CastOp>(ctx);
 }
 
 } // namespace strata
