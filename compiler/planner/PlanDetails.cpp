@@ -81,15 +81,23 @@ PlanDetails describePlan(const AnalyticalCostModel &cm, const Plan &p,
     g.commTimeS = e.time.ppComm;
     d.groups.push_back(g);
   }
+  // Bytes per parameter as the cost model counts them: the persistent
+  // weight (the fp32 master on CPU ranks under mixed precision), what a
+  // ZeRO gather moves and what a gradient reduction moves.
+  bool stratas = cm.stratasLayout();
+  ParamBytes pb = paramBytes(m, &p, stratas);
+  bool mixed = m.mixedPrecision() && stratas;
+  double weightWire = mixed ? 4 : E;
+  double gradWire = !mixed ? pb.grad : p.bf16GradReduce ? 2 : 4;
   // Parameters of one layer on a device, and of the average stage.
   double layerParams =
-      sc.layerWeights * (p.zero >= 3 ? dp : 1.0) / std::max(1.0, E);
+      sc.layerWeights * (p.zero >= 3 ? dp : 1.0) / std::max(1.0, pb.weight);
   double stageParams = layers * layerParams + sc.firstWeights *
                                                   (p.zero >= 3 ? dp : 1.0) /
-                                                  std::max(1.0, E);
+                                                  std::max(1.0, pb.weight);
   int64_t dpStride = p.stride(Axis::DP);
   if (p.dp > 1 && p.zero < 3) {
-    double grads = stageParams * E;
+    double grads = stageParams * gradWire;
     double buckets = std::max(
         1.0, std::ceil(grads / double(std::max<int64_t>(1, p.bucketBytes))));
     GroupTraffic g = makeGroup(c, "dp", p.dp, dpStride,
@@ -106,13 +114,19 @@ PlanDetails describePlan(const AnalyticalCostModel &cm, const Plan &p,
     d.groups.push_back(g);
   }
   if (p.dp > 1 && p.zero >= 3) {
-    double bytes = layerParams * E;
+    double bytes = layerParams * weightWire;
+    double gradBytes = layerParams * gradWire;
     GroupTraffic g =
         makeGroup(c, "zero3", p.dp, dpStride, Collective::AllGather, bytes);
     double ag = cm.allGatherTime(bytes, dpStride, p.dp);
-    double rs = cm.reduceScatterTime(bytes, dpStride, p.dp);
-    g.bytesPerStep = M * 3 * ringShare(dp) *
-                     (layers * bytes + (sc.firstWeights + sc.lastWeights) * dp);
+    double rs = cm.reduceScatterTime(gradBytes, dpStride, p.dp);
+    // Two gathers and one reduce-scatter per layer and micro-batch; the
+    // embedding and head likewise (their weights are sharded `dp` ways).
+    double endParams =
+        (sc.firstWeights + sc.lastWeights) * dp / std::max(1.0, pb.weight);
+    g.bytesPerStep = M * ringShare(dp) *
+                     (layers * (2 * bytes + gradBytes) +
+                      endParams * (2 * weightWire + gradWire));
     g.commTimeS =
         M * (layers * (2 * ag + rs) + sc.firstZeroComm + sc.lastZeroComm);
     g.hiddenTimeS = std::max(0.0, g.commTimeS - e.time.zeroComm);

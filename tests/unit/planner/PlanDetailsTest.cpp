@@ -34,6 +34,33 @@ TEST(PlanDetails, DataParallelBytesPerGroupAndLevel) {
   EXPECT_NEAR(d.stageMemory[0].total(), e.memory.total(), 1);
 }
 
+TEST(PlanDetails, BytesFollowTheGradientDtypeOfEachLayout) {
+  // The same bf16 model, dp = 2, ZeRO-0. On CPU ranks Strata's runtime
+  // reduces fp32 main gradients (4 bytes; 2 with grad_reduce_dtype bf16);
+  // with fp32 gradients on a GPU cluster (Megatron) 4 bytes too; with the
+  // model's own dtype 2.
+  ModelDesc m = gpt(256, 4, 2, 128, 1024);
+  double params = double(m.totalParams());
+  Plan p;
+  p.dp = 2, p.microBatch = 1, p.numMicrobatches = 1;
+  p.stageLayers = {2};
+  auto dpBytes = [&](const ModelDesc &model, const ClusterSpec &c,
+                     const Plan &plan) {
+    AnalyticalCostModel cm(model, c);
+    PlanDetails d = describePlan(cm, plan, cm.estimate(plan));
+    EXPECT_EQ(d.groups.size(), 1u);
+    return d.groups.empty() ? 0.0 : d.groups[0].bytesPerStep;
+  };
+  EXPECT_NEAR(dpBytes(m, preset("local:2"), p), params * 4, 1);
+  Plan bf = p;
+  bf.bf16GradReduce = true;
+  EXPECT_NEAR(dpBytes(m, preset("local:2"), bf), params * 2, 1);
+  EXPECT_NEAR(dpBytes(m, ideal(2, 1), p), params * 2, 1);
+  ModelDesc fp32Grads = m;
+  fp32Grads.gradientBytes = 4;
+  EXPECT_NEAR(dpBytes(fp32Grads, ideal(2, 1), p), params * 4, 1);
+}
+
 TEST(PlanDetails, MemoryPerPipelineStage) {
   ModelDesc m = gpt(1024, 16, 8, 1024, 8192);
   AnalyticalCostModel cm(m, ideal(8, 1));
