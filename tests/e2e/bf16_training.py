@@ -22,32 +22,23 @@ Groups (--group, repeatable; all by default), one ctest entry each:
             differs) stays within 5e-3.
 """
 
-import argparse
 import os
 import sys
 
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import Session, read_log  # noqa: E402
+from e2e_common import MPI_ROOT_ENV, Session, read_log, take_groups  # noqa: E402
 
 GROUPS = ("tracking", "data", "model")
 
 
-def take_groups():
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--group", action="append", choices=GROUPS)
-    args, rest = p.parse_known_args()
-    sys.argv = [sys.argv[0], *rest]
-    return args.group or list(GROUPS)
-
-
-SELECTED = take_groups()
+SELECTED = take_groups(GROUPS)
 S = Session(__doc__)
 sys.path.insert(0, S.reference)
 import safetensors_io  # noqa: E402
 
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+MPI_ENV = MPI_ROOT_ENV
 TRACK_STEPS = 200
 TRACK_STEP_RTOL = 0.02
 TRACK_FINAL_RTOL = 0.01

@@ -34,7 +34,6 @@ ctest can run them side by side:
             a rank that dies mid-run (STRATA_TEST_FAIL).
 """
 
-import argparse
 import json
 import os
 import re
@@ -45,21 +44,14 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import CRASH_MARKERS, CommandFailed, Session, latest, read_log  # noqa: E402
+from e2e_common import (  # noqa: E402
+    CRASH_MARKERS, MPI_ROOT_ENV, CommandFailed, Session, latest, read_log,
+    take_groups)
 
 GROUPS = ("data", "model", "runtime", "llama")
 
 
-def take_groups():
-    """Removes --group from argv (Session parses the rest)."""
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--group", action="append", choices=GROUPS)
-    args, rest = p.parse_known_args()
-    sys.argv = [sys.argv[0], *rest]
-    return args.group or list(GROUPS)
-
-
-SELECTED = take_groups()
+SELECTED = take_groups(GROUPS)
 S = Session(__doc__)
 sys.path.insert(0, S.reference)
 import safetensors_io  # noqa: E402
@@ -70,7 +62,7 @@ WEIGHTS_RTOL = 1e-5    # relative L2 of reassembled final weights
 STATE_RTOL = 1e-4      # relative L2 of reassembled AdamW moments
 # A dead or mismatched rank must end the job this fast (seconds).
 FAILURE_DEADLINE_S = 30
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+MPI_ENV = MPI_ROOT_ENV
 
 GPT_BATCH = 8
 GPT_CLIP = 2.0

@@ -27,6 +27,21 @@ PYTHON = "/usr/bin/python3"
 # is reported as a hang rather than blocking ctest until its own timeout.
 COMMAND_TIMEOUT_S = 120
 
+# What OpenMPI needs to start as root (the CI machines run as root); the
+# drivers that launch more ranks than cores add oversubscription.
+MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+MPI_OVERSUBSCRIBE_ENV = {**MPI_ROOT_ENV, "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+
+
+def take_groups(groups):
+    """Removes --group (repeatable, one of `groups`) from argv, so Session
+    parses the rest; returns the chosen groups, all of them by default."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--group", action="append", choices=groups)
+    args, rest = p.parse_known_args()
+    sys.argv = [sys.argv[0], *rest]
+    return args.group or list(groups)
+
 
 class CommandFailed(Exception):
     """A command that was expected to succeed did not."""

@@ -31,7 +31,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import (  # noqa: E402
-    CRASH_MARKERS, Session, descendants, expect_error, latest, read_log)
+    CRASH_MARKERS, MPI_OVERSUBSCRIBE_ENV, Session, descendants, expect_error,
+    latest, read_log)
 
 GROUP = None
 if "--group" in sys.argv:
@@ -40,8 +41,7 @@ if "--group" in sys.argv:
     del sys.argv[i:i + 2]
 
 S = Session(__doc__)
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+MPI_ENV = MPI_OVERSUBSCRIBE_ENV
 
 
 def tiny():

@@ -22,13 +22,13 @@ import sys
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import Session, read_log  # noqa: E402
+from e2e_common import MPI_ROOT_ENV, Session, read_log  # noqa: E402
 
 S = Session(__doc__)
 SKIP = 77
 STEPS = 10
 RTOL = 1e-4  # the fp32 contract
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+MPI_ENV = MPI_ROOT_ENV
 BATCH = 8
 SPEC = {
     "model": {"family": "gpt", "vocab": 512, "seq_len": 64, "hidden": 64,

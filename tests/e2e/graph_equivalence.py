@@ -15,12 +15,11 @@ import sys
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import Session, read_log  # noqa: E402
+from e2e_common import MPI_OVERSUBSCRIBE_ENV, Session, read_log  # noqa: E402
 
 STEPS = 10
 RTOL = 1e-4  # the contract; never loosened
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+MPI_ENV = MPI_OVERSUBSCRIBE_ENV
 
 S = Session(__doc__)
 

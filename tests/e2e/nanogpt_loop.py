@@ -32,12 +32,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "reference"))
 import gpt2_bpe  # noqa: E402
 import safetensors_io  # noqa: E402
-from e2e_common import descendants, Session, latest, read_log, rel_diff  # noqa: E402
+from e2e_common import MPI_OVERSUBSCRIBE_ENV, Session, descendants, latest, read_log, rel_diff  # noqa: E402
 
 S = Session(__doc__)
 LICENSES = "/usr/share/common-licenses"
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+MPI_ENV = MPI_OVERSUBSCRIBE_ENV
 STEPS, EVAL_EVERY, EVAL_BATCHES = 100, 20, 4
 SPEC = {"model": {"family": "gpt", "vocab": 512, "seq_len": 32, "hidden": 64,
                   "heads": 4, "layers": 2},

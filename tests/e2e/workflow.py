@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "reference"))
 import safetensors_io  # noqa: E402
-from e2e_common import descendants, PYTHON, Session, latest, read_log, rel_diff  # noqa: E402
+from e2e_common import MPI_OVERSUBSCRIBE_ENV, PYTHON, Session, descendants, latest, read_log, rel_diff  # noqa: E402
 
 group = argparse.ArgumentParser(add_help=False)
 group.add_argument("--group", choices=["eval", "checkpoints", "run"], required=True)
@@ -43,8 +43,7 @@ GROUP, rest = group.parse_known_args()
 sys.argv = [sys.argv[0], *rest]
 S = Session(__doc__)
 
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+MPI_ENV = MPI_OVERSUBSCRIBE_ENV
 SPEC = {"model": {"family": "gpt", "vocab": 256, "seq_len": 16, "hidden": 32,
                   "heads": 4, "layers": 2},
         "training": {"global_batch": 8, "micro_batch": 4,
