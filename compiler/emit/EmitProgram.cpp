@@ -644,7 +644,8 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
 
 MemoryPlanResult ProgramEmitter::placeBuffers(rtf::ProgramBuilder &builder,
                                               int output,
-                                              uint64_t &persistentBytes) {
+                                              uint64_t &persistentBytes,
+                                              EmitStats *stats) {
   int64_t end = pending.size() + 1;
   std::vector<MemoryRequest> requests;
   std::vector<int> roots;
@@ -673,6 +674,33 @@ MemoryPlanResult ProgramEmitter::placeBuffers(rtf::ProgramBuilder &builder,
     roots.push_back(i);
   }
   MemoryPlanResult plan = planMemory(requests, rtf::kBufferAlignment);
+  // The transient buffers live where the most bytes are (the first such
+  // position), for --memory-report.
+  if (stats) {
+    auto aligned = [](uint64_t b) {
+      uint64_t a = rtf::kBufferAlignment;
+      return std::max<uint64_t>((b + a - 1) / a * a, a);
+    };
+    std::vector<int64_t> delta(end + 2, 0);
+    for (const MemoryRequest &r : requests)
+      if (r.firstUse != kPersistent) {
+        delta[std::min(r.firstUse, r.lastUse)] += aligned(r.bytes);
+        delta[std::max(r.firstUse, r.lastUse) + 1] -= aligned(r.bytes);
+      }
+    int64_t live = 0, best = -1, at = 0;
+    for (int64_t t = 0; t <= end; ++t) {
+      live += delta[t];
+      if (live > best)
+        best = live, at = t;
+    }
+    for (auto [r, root] : llvm::zip(requests, roots))
+      if (r.firstUse != kPersistent && std::min(r.firstUse, r.lastUse) <= at &&
+          at <= std::max(r.firstUse, r.lastUse))
+        stats->peakBuffers.emplace_back(buffers[root].name, aligned(r.bytes));
+    llvm::stable_sort(stats->peakBuffers, [](const auto &a, const auto &b) {
+      return a.second > b.second;
+    });
+  }
   for (auto [root, offset] : llvm::zip(roots, plan.offsets)) {
     LogicalBuffer &b = buffers[root];
     b.emitted = builder.addBufferAt(b.name, b.shape, b.dtype, offset);
@@ -732,7 +760,7 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
   uint64_t persistentBytes = 0;
   MemoryPlanResult plan;
   try {
-    plan = placeBuffers(builder, loss, persistentBytes);
+    plan = placeBuffers(builder, loss, persistentBytes, stats);
     for (const std::string &name : paramOrder) {
       ParamInfo &p = params[name];
       rtf::ParamDesc desc;
@@ -824,6 +852,7 @@ LogicalResult ProgramEmitter::run(rtf::ProgramBuilder &builder,
       stats->arenaBytes = builder.rankProgram().arenaBytes;
       stats->persistentBytes = persistentBytes;
       stats->unsharedBytes = plan.unsharedBytes;
+      stats->peakLiveBytes = plan.peakLiveBytes;
       stats->numInstructions = pending.size();
     }
     return success();

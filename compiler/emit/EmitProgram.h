@@ -62,6 +62,11 @@ struct EmitStats {
   uint64_t arenaBytes = 0;      ///< What the runtime will allocate.
   uint64_t persistentBytes = 0; ///< Parameters, gradients, optimizer state.
   uint64_t unsharedBytes = 0;   ///< Arena size without lifetime reuse.
+  /// Most bytes live at one instruction (persistent ones included): the
+  /// arena without packing slack.
+  uint64_t peakLiveBytes = 0;
+  /// The transient buffers live at that peak, largest first (name, bytes).
+  std::vector<std::pair<std::string, uint64_t>> peakBuffers;
   size_t numInstructions = 0;
 };
 

@@ -173,5 +173,19 @@ MemoryPlanResult strata::planMemory(const std::vector<MemoryRequest> &requests,
     result.offsets[idx] = offset;
     result.arenaBytes = std::max(result.arenaBytes, offset + size);
   }
+
+  // The liveness peak: sweep the compressed positions, adding each buffer
+  // at its first slot and removing it after its last.
+  std::vector<int64_t> delta(times.size() + 1, 0);
+  for (const MemoryRequest &r : requests) {
+    int64_t size = int64_t(std::max<uint64_t>(alignUp(r.bytes), alignment));
+    delta[slot(std::min(r.firstUse, r.lastUse))] += size;
+    delta[slot(std::max(r.firstUse, r.lastUse)) + 1] -= size;
+  }
+  int64_t live = 0;
+  for (int64_t d : delta) {
+    live += d;
+    result.peakLiveBytes = std::max(result.peakLiveBytes, uint64_t(live));
+  }
   return result;
 }

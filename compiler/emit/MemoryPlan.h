@@ -27,6 +27,9 @@ struct MemoryPlanResult {
   uint64_t arenaBytes = 0;
   /// Sum of all request sizes: what the arena would be without reuse.
   uint64_t unsharedBytes = 0;
+  /// The most bytes (aligned sizes) live at one position: the least any
+  /// placement needs. arenaBytes - peakLiveBytes is the packing slack.
+  uint64_t peakLiveBytes = 0;
 };
 
 /// Greedy best-fit by decreasing size: each buffer takes the lowest aligned

@@ -280,7 +280,8 @@ private:
   /// the whole program; `output` up to its end) and adds every buffer and
   /// alias to the builder.
   MemoryPlanResult placeBuffers(rtf::ProgramBuilder &builder, int output,
-                                uint64_t &persistentBytes);
+                                uint64_t &persistentBytes,
+                                EmitStats *stats = nullptr);
 
   // --- phases ---
   LogicalResult lowerPipeline(func::FuncOp step);

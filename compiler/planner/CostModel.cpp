@@ -210,11 +210,19 @@ struct LayerOp {
   bool flash = false;
   /// Bytes saved for backward per micro-batch (activation dtype + masks).
   double saved = 0;
+  /// The part of `saved` that is [s, s]-shaped: what selective
+  /// recomputation rebuilds instead of keeping.
+  double scoreSaved = 0;
 };
 } // namespace
 
+/// `keepsGathered`: under sequence parallelism the backward reads the
+/// all-gathered inputs of the qkv and first MLP GEMMs as the forward kept
+/// them (Strata's emitted programs), rather than gathering them again
+/// (Megatron-LM, Korthikanti et al. §4.2.2).
 static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
-                                     bool sp, bool fused) {
+                                     bool sp, bool fused,
+                                     bool keepsGathered = true) {
   double s = m.seqLen, h = m.hidden, f = m.ffnHidden, a = m.heads;
   double e = m.dtypeBytes, T = b * s;
   // Outside the tensor-parallel regions each rank holds the full [T, h]
@@ -237,9 +245,14 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     ops.push_back(o);
   };
   // Layer norm (or RMSNorm): read x, write y; backward reads x, dy and
-  // writes dx.
+  // writes dx. Saves its input and the fp32 per-row statistics it computed
+  // (mean and reciprocal deviation; RMSNorm only the latter). Its output is
+  // saved by the GEMM that reads it, all-gathered under sequence
+  // parallelism (the emitter keeps the gathered copy for the backward).
+  double normStats = (m.rmsNorm ? 1.0 : 2.0) * T / outside * 4.0;
+  double gemmInput = T * h * e / (keepsGathered ? 1.0 : outside);
   auto layerNorm = [&] {
-    pointwise(T * h / outside, 2 * e, 3 * e, T * h * e / outside);
+    pointwise(T * h / outside, 2 * e, 3 * e, T * h * e / outside + normStats);
   };
   // Bias + dropout + residual add, fused: reads two, writes one and a mask;
   // without dropout and biases, the plain residual add.
@@ -257,8 +270,8 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
         m.replicatesKvHeads(int64_t(t)) ? d : double(m.kvWidth()) / t;
     double qkvLocal = h / t + 2 * kvLocal;
     layerNorm();
-    gemm(T, qkvLocal, h, 1, T * h * e / outside); // qkv; saves its input
-    if (!m.learnedPositions) // rotary embeddings of q and k
+    gemm(T, qkvLocal, h, 1, gemmInput); // qkv; saves its (gathered) input
+    if (!m.learnedPositions)            // rotary embeddings of q and k
       pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
     if (fused) {
       // One kernel (strata.causal_attention, FlashAttention-2): Q K^T and
@@ -272,14 +285,20 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
                 b * heads * s * 4.0;
       ops.push_back(o);
     } else {
-      gemm(s, s, d, b * heads, 2 * T * h / t * e, true); // Q K^T; saves Q, K
-      // Scale + mask + softmax (fused); saves its output.
+      // The unfused graph repeats the kv heads to every query head.
+      // Q K^T; saves Q and the repeated K.
+      gemm(s, s, d, b * heads, 2 * T * h / t * e, true);
+      // Scale + mask + softmax (fused); saves its output, the probabilities.
       pointwise(b * heads * s * s, 2 * e, 3 * e, b * heads * s * s * e, true);
-      if (m.dropout) // attention dropout; saves the mask
-        pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1, b * heads * s * s,
-                  true);
-      // probs x V; saves (dropped) probs and V.
-      gemm(s, d, s, b * heads, b * heads * s * s * e + T * h / t * e, true);
+      ops.back().scoreSaved = ops.back().saved;
+      if (m.dropout) { // attention dropout; saves the mask and its output
+        pointwise(b * heads * s * s, 2 * e + 1, 2 * e + 1,
+                  b * heads * s * s * (1 + e), true);
+        ops.back().scoreSaved = ops.back().saved;
+      }
+      // probs x V; saves the repeated V (the probabilities are the
+      // softmax's).
+      gemm(s, d, s, b * heads, T * h / t * e, true);
     }
     pointwise(T * h / t, 2 * e, 2 * e, 0); // heads -> [T, h/t] copy
     gemm(T, h, h / t, 1, T * h / t * e);   // projection; saves its input
@@ -288,18 +307,18 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     if (m.gatedMlp) {
       // gate and up (one [h, 2f/t] GEMM's worth); silu(gate) * up reads
       // two, writes one, and saves both inputs; down saves its input.
-      gemm(T, 2 * f / t, h, 1, T * h * e / outside);
+      gemm(T, 2 * f / t, h, 1, gemmInput);
       pointwise(T * f / t, 3 * e, 5 * e, 2 * T * f / t * e);
       gemm(T, h, f / t, 1, T * f / t * e);
     } else {
-      gemm(T, f / t, h, 1, T * h * e / outside);         // fc1; saves input
+      gemm(T, f / t, h, 1, gemmInput);                   // fc1; saves input
       pointwise(T * f / t, 2 * e, 3 * e, T * f / t * e); // bias + gelu
       gemm(T, h, f / t, 1, T * f / t * e);               // fc2
     }
     residual();
   } else {
     layerNorm();
-    gemm(T, f / t, h, 1, T * h * e / outside);
+    gemm(T, f / t, h, 1, gemmInput);
     pointwise(T * f / t, 2 * e, 3 * e, T * f / t * e); // activation
     gemm(T, h, f / t, 1, T * f / t * e);
     pointwise(T * h / outside, 3 * e, 2 * e, 0); // bias + residual
@@ -320,8 +339,8 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
   LayerCost lc;
   double coreFwd = 0, coreSaved = 0;
   bool fused = fusedAttention();
-  for (const LayerOp &o :
-       layerOps(m, double(p.microBatch), double(p.tp), p.sp, fused)) {
+  for (const LayerOp &o : layerOps(m, double(p.microBatch), double(p.tp), p.sp,
+                                   fused, stratasLayout())) {
     double fwd, bwd;
     if (o.flash) {
       fwd = fusedAttentionTime(o.batch, o.M, o.K, false);
@@ -337,32 +356,38 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     lc.fwd += fwd;
     lc.bwd += bwd;
     lc.saved += o.saved;
-    if (o.attentionCore) {
+    if (o.attentionCore)
       coreFwd += fwd;
-      coreSaved += o.saved;
-    }
+    coreSaved += o.scoreSaved;
   }
   double e = double(m.dtypeBytes);
   double T = double(p.microBatch) * double(m.seqLen);
-  double layerInput = T * double(m.hidden) * e / (p.sp ? double(p.tp) : 1.0);
+  double t = double(p.tp), outside = p.sp ? t : 1.0;
+  double layerInput = T * double(m.hidden) * e / outside;
+  // The gradient buffers a layer's backward adds at its fullest: the
+  // incoming gradient of the layer output and, at the MLP's activation, the
+  // gradient of its output ([T, f/t]; a gated MLP also holds the gradients
+  // of gate and up, having released the saved product).
+  double f = double(m.ffnHidden);
+  lc.backward =
+      layerInput +
+      (m.kind == ModelDesc::Kind::Transformer && m.gatedMlp ? 2.0 : 1.0) * T *
+          f / t * e;
   switch (p.recompute) {
   case Recompute::None:
     break;
   case Recompute::Selective:
-    // Q, K and V stay saved; the s^2 tensors are rebuilt in backward.
+    // The [s, s] tensors are rebuilt in the backward from Q and K, which
+    // stay saved with V (strata-recompute clones the ops whose result is
+    // [..., s, s]).
     lc.recompute = coreFwd;
     lc.transient = coreSaved;
     lc.saved -= coreSaved;
-    if (m.kind == ModelDesc::Kind::Transformer && !fused) {
-      double kvLocal = m.replicatesKvHeads(p.tp)
-                           ? double(m.hidden / m.heads)
-                           : double(m.kvWidth()) / double(p.tp);
-      lc.saved += T * (double(m.hidden) / double(p.tp) + 2 * kvLocal) * e;
-    }
     break;
   case Recompute::Full:
+    // Only the layer input stays; the backward rebuilds the rest.
     lc.recompute = lc.fwd;
-    lc.transient = lc.saved;
+    lc.transient = lc.saved - layerInput;
     lc.saved = layerInput;
     break;
   }
@@ -560,25 +585,55 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     sc.p2pPerMicrobatch = 2.0 * double(p.vpp) * one;
   }
 
-  // Memory per micro-batch in flight and per device.
+  // Memory per micro-batch in flight and per device, as the compiled
+  // program holds it (docs/cost-model.md, "Memory").
   sc.layerActivation = lc.saved;
-  // Mixed precision: each micro-batch casts the layer's weights to bf16 in
-  // the forward pass and reads the copies again in the backward pass.
-  if (mixed)
-    sc.layerActivation += layerParams * e;
-  sc.transientActivation = lc.transient;
+  sc.transientActivation = lc.transient + lc.backward;
+  // Mixed precision: each micro-batch casts the layer's GEMM weights and
+  // norm gains to bf16 in the forward pass and reads the copies again in
+  // the backward pass (biases need no copy there); full recomputation
+  // casts them again in the backward instead.
+  if (mixed) {
+    double gemmWeights =
+        transformer
+            ? h * (h / t + 2 * (m.replicatesKvHeads(p.tp)
+                                    ? h / double(m.heads)
+                                    : double(m.kvWidth()) / t)) +
+                  h / t * h +
+                  (m.gatedMlp ? 3 : 2) * h * double(m.ffnHidden) / t + 2 * h
+            : layerParams;
+    (p.recompute == Recompute::Full ? sc.transientActivation
+                                    : sc.layerActivation) += gemmWeights * e;
+  }
   sc.firstActivation = m.dropout ? T * h / outside : 0; // dropout mask
-  sc.lastActivation = T * V / t * (4 + 4 + e); // fp32 logits, softmax, grad
-  if (mixed)                                   // the head's bf16 weight copy
-    sc.lastActivation += V * h / t * e;
+  // The head: the last layer's output and the final norm's saved tensors
+  // (as in a layer), then one micro-batch's logits [T, V/t]. In float32 the
+  // cross entropy turns the logits into their gradient in place, and the
+  // peak is that buffer beside the head's input gradient [T, h]; in 16 bits
+  // the loss reads an fp32 copy of the logits, and the peak is that copy
+  // beside the 16-bit gradient cast from it, with the head's bf16 weight.
+  double normStats = (m.rmsNorm ? 1.0 : 2.0) * T / outside * 4.0;
+  double logits = T * V / t;
+  double gathered = stratasLayout() ? 1.0 : outside;
+  sc.lastActivation =
+      transformer ? T * h * e / outside + normStats + T * h * e / gathered : 0;
+  sc.lastActivation +=
+      m.dtypeBytes < 4 ? logits * (4 + e) : logits * 4 + T * h * e;
+  if (mixed)
+    sc.lastActivation += (V * h / t + (transformer ? h : 0)) * e;
   sc.reserved = dev.reservedBytes;
   sc.memoryLimit = dev.memoryBytes;
-  if (p.dp > 1 && p.zero < 3)
+  // Gradient buckets: Strata's runtime reduces the flat gradient buckets
+  // in place (they are the persistent gradients); GPU frameworks keep two
+  // 25 MiB communication buckets.
+  if (p.dp > 1 && p.zero < 3 && !stratasLayout())
     sc.commBuffers += 2.0 * double(p.bucketBytes); // two gradient buckets
   if (p.pp > 1)
     sc.commBuffers += 2 * T * h * e; // send and receive buffers
-  if (p.sp && p.tp > 1)
-    sc.commBuffers += T * h * e; // all-gathered sequence
+  // Megatron-LM gathers the sequence again for the backward into a buffer
+  // of its own; Strata's programs keep the forward's (saved above).
+  if (p.sp && p.tp > 1 && !stratasLayout())
+    sc.commBuffers += T * h * e;
   // Current + prefetched gathered layer, and the layer's unsharded
   // gradient before its reduce-scatter.
   if (p.zero >= 3 && p.dp > 1)
@@ -684,9 +739,12 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
       mem.gradients += sc.lastGrads;
       mem.optimizerState += sc.lastOptState;
     }
-    mem.activations = inflightMicrobatches(p, d) * perMicrobatch +
-                      sc.transientActivation +
-                      (d == pp - 1 ? sc.lastActivation : 0);
+    // The saved activations of the micro-batches in flight, plus the larger
+    // of a layer's backward (rebuilt layer and gradients) and, on the last
+    // device, the head's logits: they are never live at once.
+    mem.activations =
+        inflightMicrobatches(p, d) * perMicrobatch +
+        std::max(sc.transientActivation, d == pp - 1 ? sc.lastActivation : 0);
     mem.commBuffers = sc.commBuffers;
     mem.reserved = sc.reserved;
     est.stageMemory.push_back(mem);
@@ -722,8 +780,8 @@ LayerOpMix layerOpMix(const AnalyticalCostModel &cm, const Plan &p) {
   LayerOpMix mix;
   const ModelDesc &m = cm.model();
   double e = double(m.dtypeBytes);
-  for (const LayerOp &o : layerOps(m, double(p.microBatch), double(p.tp),
-                                   p.sp, cm.fusedAttention())) {
+  for (const LayerOp &o : layerOps(m, double(p.microBatch), double(p.tp), p.sp,
+                                   cm.fusedAttention())) {
     if (o.flash) {
       // QK^T and PV on chip; Q, K, V and O touch memory.
       ++mix.gemms;

@@ -60,8 +60,13 @@ struct StageCosts {
   double firstWeights = 0, firstGrads = 0, firstOptState = 0;
   double firstActivation = 0; ///< per in-flight micro-batch
   double lastWeights = 0, lastGrads = 0, lastOptState = 0;
-  double lastActivation = 0;      ///< one micro-batch's logits and their grads
-  double transientActivation = 0; ///< rebuilt layer during its backward
+  /// The head's peak beyond the layers' saved activations: the last layer's
+  /// output, the final norm's saved tensors, one micro-batch's logits, their
+  /// fp32 copy and gradient, the head's 16-bit weight copy.
+  double lastActivation = 0;
+  /// A layer's backward at its fullest beyond what is saved: the layer
+  /// rebuilt by recomputation and the backward's gradient buffers.
+  double transientActivation = 0;
   double commBuffers = 0, reserved = 0;
   double memoryLimit = 0;
 
@@ -166,7 +171,9 @@ public:
 private:
   struct LayerCost {
     double fwd = 0, bwd = 0, recompute = 0, tpComm = 0;
-    double saved = 0, transient = 0;
+    /// Saved per micro-batch; rebuilt by recomputation during the layer's
+    /// backward; gradient buffers of the backward (docs/cost-model.md).
+    double saved = 0, transient = 0, backward = 0;
   };
   LayerCost layerCost(const Plan &plan) const;
   // Explicit graphs (CostModelGraph.cpp): every term from the units.

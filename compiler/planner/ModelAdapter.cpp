@@ -42,6 +42,7 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     d.heads = g.heads;
     d.layers = g.layers;
     d.ffnHidden = g.ffnHidden > 0 ? g.ffnHidden : 4 * g.hidden;
+    d.dropout = false; // the gpt preset has no dropout op
     d.attention = g.fusedAttention ? ModelDesc::Attention::Fused
                                    : ModelDesc::Attention::Unfused;
     setDtype(d, g.dtype);
@@ -73,6 +74,7 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
     d.heads = 1;
     d.layers = m.layers;
     d.ffnHidden = m.ffnHidden > 0 ? m.ffnHidden : 4 * m.hidden;
+    d.dropout = false;
     setDtype(d, m.dtype);
   } else {
     // An explicit graph: costed op by op, its units found in the IR.

@@ -26,6 +26,8 @@
 #include "runtime/support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -47,7 +49,8 @@ struct CompileOptions {
   std::string output;
   std::string emitIr;
   std::string launcher;
-  std::string target; ///< Empty: the cluster's device kind decides.
+  std::string target;       ///< Empty: the cluster's device kind decides.
+  std::string memoryReport; ///< Per-rank arena vs prediction, JSON.
 };
 
 /// Where rank `r` sits in the plan's (tp, dp, pp) grid.
@@ -182,6 +185,46 @@ bool resolveTarget(const CompileOptions &opts, int64_t &ranks,
   target.kind = wanted == "cuda" ? rt::TargetKind::Cuda : rt::TargetKind::Cpu;
   target.deviceModel = spec->device.name;
   target.cluster = spec->name.empty() ? opts.cluster : spec->name;
+  return true;
+}
+
+/// `--memory-report`: per rank, what the compiled program holds (arena,
+/// persistent part, liveness peak) beside the planner's prediction for the
+/// rank's pipeline device (docs/cost-model.md, "Memory").
+bool writeMemoryReport(const std::string &path, const planner::Plan &plan,
+                       const planner::Estimate &estimate,
+                       const std::vector<EmitStats> &rankStats,
+                       std::string &error) {
+  llvm::json::Array ranks;
+  for (auto [r, st] : llvm::enumerate(rankStats)) {
+    RankCoords c = coordsOf(plan, int64_t(r));
+    llvm::json::Object o{{"rank", int64_t(r)},
+                         {"stage", c.pp},
+                         {"arena", int64_t(st.arenaBytes)},
+                         {"persistent", int64_t(st.persistentBytes)},
+                         {"peak_live", int64_t(st.peakLiveBytes)}};
+    llvm::json::Array peak;
+    for (const auto &[name, b] : st.peakBuffers)
+      peak.push_back(llvm::json::Array{name, int64_t(b)});
+    o["peak_buffers"] = std::move(peak);
+    if (size_t(c.pp) < estimate.stageMemory.size()) {
+      const planner::MemoryBreakdown &m = estimate.stageMemory[c.pp];
+      o["predicted"] = m.total() - m.reserved;
+      o["predicted_persistent"] = m.weights + m.gradients + m.optimizerState;
+      o["predicted_activations"] = m.activations;
+      o["predicted_comm_buffers"] = m.commBuffers;
+    }
+    ranks.push_back(std::move(o));
+  }
+  llvm::json::Object root{{"plan", plan.summary()},
+                          {"ranks", std::move(ranks)}};
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = ec.message();
+    return false;
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
   return true;
 }
 
@@ -341,6 +384,7 @@ int runCompile(const CompileOptions &opts) {
   }
 
   EmitStats stats;
+  std::vector<EmitStats> rankStats(ranks);
   std::vector<uint8_t> bytes;
   try {
     rt::MultiRankProgramBuilder builder(meta, train);
@@ -406,8 +450,8 @@ int runCompile(const CompileOptions &opts) {
       for (const char *axis : {"dp", "tp", "tied"})
         if (groupOf.count({axis, r}))
           pc.groupIds[axis] = groupOf[{axis, r}];
-      if (failed(emitRankProgram(*modules[r], pc, builder.rank(r),
-                                 r == 0 ? &stats : nullptr)))
+      if (failed(
+              emitRankProgram(*modules[r], pc, builder.rank(r), &rankStats[r])))
         return 1;
       if (c.tp == 0 && c.pp == plan.pp - 1)
         lossRanks.push_back(r);
@@ -421,6 +465,13 @@ int runCompile(const CompileOptions &opts) {
     rt::writeExecutable(launcher, bytes, opts.output);
   } catch (const rt::RuntimeError &e) {
     llvm::errs() << "error: " << e.what() << "\n";
+    return 1;
+  }
+  stats = rankStats[0];
+  if (!opts.memoryReport.empty() &&
+      !writeMemoryReport(opts.memoryReport, plan, estimate, rankStats, error)) {
+    llvm::errs() << "error: --memory-report " << opts.memoryReport << ": "
+                 << error << "\n";
     return 1;
   }
   // How to run it, spelled with the path the user gave.
@@ -473,6 +524,10 @@ void strata::addCompileSubcommand(CLI::App &app) {
       ->required();
   cmd->add_option("--emit-ir", opts->emitIr,
                   "Also write the training-step IR to this file");
+  cmd->add_option("--memory-report", opts->memoryReport,
+                  "Also write, per rank, the compiled arena (persistent "
+                  "part, liveness peak) and the planner's predicted memory "
+                  "of its stage to this JSON file");
   cmd->add_option("--launcher", opts->launcher,
                   "The runtime launcher to embed the program in (default: "
                   "strata-launcher beside strata, or $STRATA_LAUNCHER)");

@@ -57,26 +57,42 @@ TEST(CostModel, TensorParallelVolumeMatchesMegatron) {
 }
 
 TEST(CostModel, ActivationMemoryMatchesKorthikanti) {
+  // Korthikanti et al.'s sbh(34 + 5as/h) per layer, plus the fp32 mean and
+  // reciprocal deviation each of the two layer norms keeps per row (16 sb),
+  // which the compiled program holds too.
   const double s = 2048, h = 4096, a = 32, b = 2, t = 8;
   ModelDesc m = gpt(4096, 32, 4);
   AnalyticalCostModel cm(m, ideal(8, 1));
   Plan p = plan(1, 1, 1, 2, 1);
   EXPECT_NEAR(cm.stageCosts(p).layerActivation,
-              s * b * h * (34 + 5 * a * s / h), 1);
+              s * b * h * (34 + 5 * a * s / h) + 16 * s * b, 1);
   p = plan(1, 8, 1, 2, 1);
-  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
-              s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 1);
+  double tpSaved = s * b * h * (10 + 24 / t + 5 * a * s / (h * t)) + 16 * s * b;
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation, tpSaved, 1);
+  // Sequence parallelism on GPUs (Megatron-LM gathers the GEMM inputs
+  // again in the backward): everything split by t.
   p.sp = true;
   EXPECT_NEAR(cm.stageCosts(p).layerActivation,
-              s * b * h / t * (34 + 5 * a * s / h), 1);
+              s * b * h / t * (34 + 5 * a * s / h) + 16 * s * b / t, 1);
   p.recompute = Recompute::Selective;
-  EXPECT_NEAR(cm.stageCosts(p).layerActivation, s * b * h / t * 34, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              s * b * h / t * 34 + 16 * s * b / t, 1);
+  // Strata's CPU programs keep the all-gathered inputs of the qkv and fc1
+  // GEMMs (2 sbh e each) from the forward, and the bf16 copies of the
+  // layer's GEMM weights (12 h^2 / t) and norm gains (2h).
+  AnalyticalCostModel cpu(m, preset("local:8"));
+  EXPECT_NEAR(cpu.stageCosts(p).layerActivation,
+              s * b * h / t * 30 + 4 * s * b * h + 16 * s * b / t +
+                  2 * (12 * h * h / t + 2 * h),
+              1);
   p.sp = false;
   p.recompute = Recompute::Full;
   EXPECT_NEAR(cm.stageCosts(p).layerActivation, 2 * s * b * h, 1);
-  // The rebuilt layer is live during its own backward.
+  // The rebuilt layer is live during its own backward, beside the
+  // backward's gradient buffers: the layer output's gradient (2 sbh) and
+  // the MLP activation's ([sb, 4h/t] in 16 bits).
   EXPECT_NEAR(cm.stageCosts(p).transientActivation,
-              s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 1);
+              tpSaved - 2 * s * b * h + 2 * s * b * h + 8 * s * b * h / t, 1);
 }
 
 TEST(CostModel, FusedAttentionSavesNoScores) {
@@ -137,27 +153,32 @@ TEST(CostModel, LlamaForwardFlopsCountGroupedQueryAttentionAndSwiGlu) {
 
 TEST(CostModel, LlamaActivationMemory) {
   // What the backward pass keeps per layer in 16-bit (e = 2), without
-  // dropout masks: the norm, qkv and gate/up inputs (4 s b h e), Q, K, V
-  // and the projection input (4 s b h e / t), the softmax output and the
-  // probabilities (2 a s^2 b e / t), gate and up and the down input
-  // (3 s b f e / t): s b h (8 + 8/t + 6 f/(h t) + 4 a s/(h t)).
+  // dropout masks: the norm, qkv and gate/up inputs (4 s b h e), Q and the
+  // kv heads repeated to every query head (the unfused graph's
+  // repeat_interleave), and the projection input (4 s b h e / t), the
+  // probabilities (a s^2 b e / t), gate and up and the down input
+  // (3 s b f e / t), and one fp32 reciprocal RMS per row per norm (8 s b):
+  // s b h (8 + 8/t + 6 f/(h t) + 2 a s/(h t)) + 8 s b.
   const double s = 2048, h = 4096, a = 32, f = 14336, b = 2, t = 8;
   AnalyticalCostModel cm(llama(4096, 32, 8, 4, 14336, 2048), ideal(8, 1));
   Plan p = plan(1, 1, 1, 2, 1);
   EXPECT_NEAR(cm.stageCosts(p).layerActivation,
-              s * b * h * (16 + 6 * f / h + 4 * a * s / h), 1);
+              s * b * h * (16 + 6 * f / h + 2 * a * s / h) + 8 * s * b, 1);
   p = plan(1, 8, 1, 2, 1);
   EXPECT_NEAR(cm.stageCosts(p).layerActivation,
-              s * b * h * (8 + 8 / t + 6 * f / (h * t) + 4 * a * s / (h * t)),
+              s * b * h * (8 + 8 / t + 6 * f / (h * t) + 2 * a * s / (h * t)) +
+                  8 * s * b,
               1);
+  // Sequence parallelism (Megatron-LM's) splits everything by t.
   p.sp = true;
   EXPECT_NEAR(cm.stageCosts(p).layerActivation,
-              s * b * h / t * (16 + 6 * f / h + 4 * a * s / h), 1);
-  // Selective recomputation keeps Q, K and V (kv heads: 8 of 32).
+              s * b * h / t * (16 + 6 * f / h + 2 * a * s / h) + 8 * s * b / t,
+              1);
+  // Selective recomputation rebuilds the probabilities; Q and the repeated
+  // K and V stay saved.
   p.recompute = Recompute::Selective;
-  EXPECT_NEAR(
-      cm.stageCosts(p).layerActivation,
-      s * b * h / t * (10 + 6 * f / h) + s * b * (h + 2 * h / 4) / t * 2, 1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              s * b * h / t * (16 + 6 * f / h) + 8 * s * b / t, 1);
 }
 
 TEST(CostModel, LlamaKvHeadsSplitOrReplicated) {
@@ -242,13 +263,15 @@ TEST(CostModel, CpuRuntimeKeepsFp32MastersAndMainGradients) {
   EXPECT_NEAR(e.memory.weights, 4 * params, 1);
   EXPECT_NEAR(e.memory.gradients, 4 * params, 1);
   EXPECT_NEAR(e.memory.optimizerState, 8 * params, 1);
-  // The layer's activations include its weights' bf16 copies.
+  // The layer's activations include the bf16 copies of its GEMM weights
+  // and norm gains (the biases and norm shifts need none in the backward).
   ClusterSpec gpu = ideal(8, 1, 1e12);
   StageCosts cpuCosts = cm.stageCosts(p);
   StageCosts gpuCosts = AnalyticalCostModel(m, gpu).stageCosts(p);
-  double layerParams = double(m.layerParams());
-  EXPECT_NEAR(cpuCosts.layerActivation - gpuCosts.layerActivation,
-              2 * layerParams, 1);
+  double hd = double(m.hidden), f = double(m.ffnHidden);
+  double copied = 4 * hd * hd + 2 * hd * f + 2 * hd;
+  EXPECT_NEAR(cpuCosts.layerActivation - gpuCosts.layerActivation, 2 * copied,
+              1);
   Plan d = plan(2, 1, 1, 1, 1);
   d.stageLayers = {4};
   double fp32Reduce = cm.estimate(d).memory.gradients;
@@ -381,15 +404,15 @@ TEST(CostModel, FusedAttentionKeepsNoScores) {
   // A fused kernel saves Q, K, V, its output (Strata's runtime copies it to
   // [T, h] for the projection, which saves that copy) and a 4-byte
   // log-sum-exp per query row: Korthikanti's sbh(34 + 5as/h) becomes
-  // 36 sbh + 4 abs.
+  // 36 sbh + 4 abs, plus the layer norms' fp32 statistics (16 sb).
   const double s = 2048, h = 4096, a = 32, b = 2;
   ModelDesc m = gpt(4096, 32, 4);
   m.attention = ModelDesc::Attention::Fused;
   AnalyticalCostModel cm(m, ideal(8, 1));
   EXPECT_TRUE(cm.fusedAttention());
   Plan p = plan(1, 1, 1, 2, 1);
-  EXPECT_NEAR(cm.stageCosts(p).layerActivation, 36 * s * b * h + 4 * a * b * s,
-              1);
+  EXPECT_NEAR(cm.stageCosts(p).layerActivation,
+              36 * s * b * h + 4 * a * b * s + 16 * s * b, 1);
   // CPU ranks run strata.causal_attention too.
   AnalyticalCostModel cpu(m, preset("local:2"));
   EXPECT_TRUE(cpu.fusedAttention());
@@ -397,8 +420,8 @@ TEST(CostModel, FusedAttentionKeepsNoScores) {
 
 TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   // H100, 32 heads of s = 4096, d = 128, causal: forward = 2 GEMMs of
-  // 2 s^2 d over half the blocks at H100's 0.696 of 989 TFLOP/s, with 32 x 32 query
-  // blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
+  // 2 s^2 d over half the blocks at H100's 0.696 of 989 TFLOP/s, with 32 x 32
+  // query blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
   // s^2/2 exponentials per head at 132 x 16 x 1.83 GHz.
   ModelDesc m = gpt(4096, 32, 4, 4096);
   m.attention = ModelDesc::Attention::Fused;
@@ -461,11 +484,10 @@ TEST(CostModel, HeadPaysUnfusedFp32CrossEntropyTraffic) {
   EXPECT_DOUBLE_EQ(AnalyticalCostModel::crossEntropyForwardBytes(2), 38);
   EXPECT_DOUBLE_EQ(AnalyticalCostModel::crossEntropyBackwardBytes(2), 14);
   double T = 2 * 1024, h = 1024, V = 50304, e = 2;
-  double expected = cm.memoryBoundTime(T * h * 2 * e) +
-                    cm.memoryBoundTime(T * h * 3 * e) +
-                    cm.gemmTime(T, V, h, 1) + cm.gemmTime(T, h, V, 1) +
-                    cm.gemmTime(h, V, T, 1) +
-                    T * V * 52 / (2039e9 * 0.8) + 2 * 5e-6;
+  double expected =
+      cm.memoryBoundTime(T * h * 2 * e) + cm.memoryBoundTime(T * h * 3 * e) +
+      cm.gemmTime(T, V, h, 1) + cm.gemmTime(T, h, V, 1) +
+      cm.gemmTime(h, V, T, 1) + T * V * 52 / (2039e9 * 0.8) + 2 * 5e-6;
   EXPECT_NEAR(cm.stageCosts(plan(1, 1, 1, 2, 1)).lastCompute, expected, 1e-9);
 }
 
