@@ -530,6 +530,13 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   statics(layerParams, sc.layerWeights, sc.layerGrads, sc.layerOptState);
   statics(embedParams, sc.firstWeights, sc.firstGrads, sc.firstOptState);
   statics(headParams, sc.lastWeights, sc.lastGrads, sc.lastOptState);
+  // Strata's ZeRO-1 keeps, beside the whole fp32 gradient, the shard its
+  // reduce-scatter writes (4 bytes per parameter / dp).
+  if (stratasLayout() && p.zero == 1 && p.dp > 1) {
+    sc.layerGrads += layerParams * 4 / dp;
+    sc.firstGrads += embedParams * 4 / dp;
+    sc.lastGrads += headParams * 4 / dp;
+  }
 
   // ZeRO-3 (FSDP) gathers each layer's parameters once in the forward pass
   // and once in the backward pass (recomputation runs inside the latter),
@@ -634,10 +641,22 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // of its own; Strata's programs keep the forward's (saved above).
   if (p.sp && p.tp > 1 && !stratasLayout())
     sc.commBuffers += T * h * e;
-  // Current + prefetched gathered layer, and the layer's unsharded
-  // gradient before its reduce-scatter.
-  if (p.zero >= 3 && p.dp > 1)
+  if (stratasLayout() && p.zero >= 2 && p.dp > 1) {
+    // Strata's runtime works in flat buckets of bucket_bytes (fp32): the
+    // unsharded gradient of the bucket being filled lives until its
+    // reduce-scatter; ZeRO-3 also holds the gathered values of the current
+    // bucket and of the prefetched next one.
+    double stageBytes =
+        4 * (double(m.layers) / double(p.pp) * layerParams + embedParams);
+    double bucket = std::min(double(p.bucketBytes), stageBytes);
+    sc.commBuffers += bucket;
+    if (p.zero >= 3)
+      sc.commBuffers += (stageBytes > bucket ? 2 : 1) * bucket;
+  } else if (p.zero >= 3 && p.dp > 1) {
+    // Current + prefetched gathered layer, and the layer's unsharded
+    // gradient before its reduce-scatter.
     sc.commBuffers += 2 * layerParams * weightWire + layerParams * gradWire;
+  }
 
   // Step-level terms use an average stage (L/pp layers) plus the embedding,
   // so they do not depend on the layer assignment the search optimises.
