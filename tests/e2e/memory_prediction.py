@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""The planner's predicted peak memory against the compiled arena, per rank.
+
+`strata compile --memory-report` writes, for every rank, what the emitted
+program holds (the arena the runtime allocates, its persistent part, and the
+liveness peak: the most bytes live at one instruction, the least any
+placement needs) beside the planner's prediction for that rank's pipeline
+device (weights + gradients + optimizer state + activations + communication
+buffers; docs/cost-model.md, "Memory"). Nothing is trained: the numbers come
+from the compiled programs, so they follow whatever the emitter and the
+runtime's buffer dtypes become (bf16 activations are 2 bytes as the IR
+declares them).
+
+A matrix of small presets (gpt and llama, float32 and bfloat16, fused and
+unfused attention; seq 128, 4 layers, so activations dominate) x plans (one
+rank with and without recomputation; dp 2 with ZeRO 0-3; tp 2 with and
+without sequence parallelism; pp 2 1F1B and interleaved; tp 2 x pp 2) and
+the GPT-2-width benchmark model in both dtypes.
+
+"Equal" means within a stated tolerance of the arena:
+
+  - EXACT (every plan without pipeline parallelism, except the two below):
+    |predicted - arena| <= 4% of the arena. The model counts every buffer
+    the program holds at its peak from the ops' shapes and dtypes; what it
+    leaves out is the inputs (tokens, targets, positions), the loss and the
+    64-byte alignment of each buffer (a few KB here, < 0.1%), the arena's
+    packing slack over the liveness peak (best-fit placement; up to 1.5% in
+    this matrix), and the detailed order of a layer's backward under
+    recomputation of unfused attention and at llama's ZeRO bucket
+    boundaries (up to 3%, under-predicted). Most rows are within 0.2%.
+  - UPPER (bfloat16 with ZeRO-2/3): the gradient bucket is counted as live
+    at the head's peak, where the bf16 program has not written it yet:
+    arena <= predicted <= 1.35 x arena.
+  - PIPELINE (pp > 1): not yet exact, and under-predicted: the pipelined
+    programs keep each in-flight micro-batch's sent activations and
+    gradients and received inputs until the step's end (and, under full
+    recomputation with sequence parallelism, the reduce-scattered block
+    outputs), which the model counts as one send and one receive buffer:
+    within 30% of the arena. A known gap (docs/cost-model.md).
+
+Each row prints predicted, liveness peak and arena.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import Session  # noqa: E402
+
+S = Session(__doc__)
+MIB = 1 << 20
+TOL = {"exact": 0.04, "upper": 0.35, "pipeline": 0.30}
+
+
+def spec(family, dtype, attention):
+    common = (f"  vocab: 512\n  seq_len: 128\n  hidden: 64\n  heads: 4\n"
+              f"  layers: 4\n  dtype: {dtype}\n  attention: {attention}\n")
+    if family == "gpt":
+        model = "model:\n  family: gpt\n" + common + "  ffn_hidden: 256\n"
+    else:
+        model = ("model:\n  family: llama\n" + common + "  kv_heads: 2\n"
+                 "  ffn_hidden: 176\n  tie_embeddings: false\n")
+    text = model + ("training:\n  global_batch: 8\n  micro_batch: 2\n"
+                    "  optimizer:\n    kind: adamw\n    lr: 1.0e-3\n")
+    return S.write_text(f"{family}-{dtype}-{attention}.yaml", text)
+
+
+PLANS = [
+    (1, []),
+    (1, ["recompute=full"]),
+    (1, ["recompute=selective"]),
+    (2, ["dp=2", "zero=0"]),
+    (2, ["dp=2", "zero=1"]),
+    (2, ["dp=2", "zero=2"]),
+    (2, ["dp=2", "zero=3"]),
+    (2, ["tp=2", "sp=false"]),
+    (2, ["tp=2", "sp=true"]),
+    (2, ["pp=2", "schedule=1f1b"]),
+    (2, ["pp=2", "vpp=2", "schedule=interleaved"]),
+    (4, ["tp=2", "pp=2", "sp=true", "recompute=full"]),
+]
+
+
+def tier(dtype, pins):
+    if any(p.startswith("pp=") for p in pins):
+        return "pipeline"
+    if dtype == "bfloat16" and ("zero=2" in pins or "zero=3" in pins):
+        return "upper"
+    return "exact"
+
+
+def compare(label, model, ranks, pins, kind):
+    report = S.path("report.json")
+    argv = [S.strata, "compile", model, "--cluster", f"local:{ranks}", "-o",
+            S.path("program"), "--memory-report", report]
+    for p in pins:
+        argv += ["--pin", p]
+    S.run(argv)
+    with open(report) as f:
+        data = json.load(f)
+    tol = TOL[kind]
+    for r in data["ranks"]:
+        pred, arena, live = r["predicted"], r["arena"], r["peak_live"]
+        err = (pred - arena) / arena
+        if kind == "upper":
+            ok = arena <= pred <= (1 + tol) * arena
+        else:
+            ok = abs(err) <= tol
+        S.check(ok,
+                f"{label} rank {r['rank']} (stage {r['stage']}): predicted "
+                f"{pred / MIB:.3f} MiB, arena {arena / MIB:.3f} MiB "
+                f"(liveness peak {live / MIB:.3f}), {100 * err:+.1f}% "
+                f"[{kind}, {100 * tol:.0f}%]",
+                f"plan {data['plan']}; largest buffers at the peak: "
+                f"{r['peak_buffers'][:8]}")
+
+
+def matrix(family):
+    for dtype in ("float32", "bfloat16"):
+        for attention in ("fused", "unfused"):
+            model = spec(family, dtype, attention)
+            for ranks, pins in PLANS:
+                label = f"{family} {dtype} {attention} {' '.join(pins) or 'one rank'}"
+                compare(label, model, ranks, pins, tier(dtype, pins))
+
+
+def gpt2_width():
+    src = os.path.join(S.root, "bench", "train", "gpt2-width.yaml")
+    with open(src) as f:
+        text = f.read()
+    for dtype in ("float32", "bfloat16"):
+        model = S.write_text(f"gpt2-width-{dtype}.yaml",
+                             text.replace("dtype: float32", f"dtype: {dtype}"))
+        compare(f"gpt2-width {dtype}", model, 1, [], "exact")
+
+
+S.case("gpt presets", matrix, "gpt")
+S.case("llama presets", matrix, "llama")
+S.case("GPT-2 width", gpt2_width)
+S.finish()
