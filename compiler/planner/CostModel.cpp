@@ -36,6 +36,20 @@ double inflightMicrobatches(const Plan &p, int64_t d) {
   return m;
 }
 
+double heldBoundaryBuffers(const Plan &p, int64_t d) {
+  // The emitted schedule waits for its sends at the end of the step, and
+  // keeps each received input until then: at the peak (the last forward)
+  // every chunk that sends onward has sent all its micro-batches, and the
+  // finished ones have sent their gradients back and keep their inputs.
+  double m = double(p.numMicrobatches), v = double(p.vpp);
+  double chunks = p.schedule == Schedule::Interleaved ? v : 1.0;
+  double sending = chunks - (d == p.pp - 1 ? 1.0 : 0.0);
+  double receiving = chunks - (d == 0 ? 1.0 : 0.0);
+  double finished =
+      std::max(0.0, m * receiving - inflightMicrobatches(p, d) * chunks);
+  return sending * m + 2 * finished;
+}
+
 double pipelineMakespan(const std::vector<double> &t, int64_t m, int64_t v) {
   double mx = 0, sum = 0;
   for (double x : t) {
@@ -635,7 +649,9 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // 25 MiB communication buckets.
   if (p.dp > 1 && p.zero < 3 && !stratasLayout())
     sc.commBuffers += 2.0 * double(p.bucketBytes); // two gradient buckets
-  if (p.pp > 1)
+  if (p.pp > 1 && stratasLayout())
+    sc.boundaryBuffer = T * h * e / outside;
+  else if (p.pp > 1)
     sc.commBuffers += 2 * T * h * e; // send and receive buffers
   // Megatron-LM gathers the sequence again for the backward into a buffer
   // of its own; Strata's programs keep the forward's (saved above).
@@ -764,7 +780,8 @@ Estimate AnalyticalCostModel::estimate(const Plan &p) const {
     mem.activations =
         inflightMicrobatches(p, d) * perMicrobatch +
         std::max(sc.transientActivation, d == pp - 1 ? sc.lastActivation : 0);
-    mem.commBuffers = sc.commBuffers;
+    mem.commBuffers =
+        sc.commBuffers + heldBoundaryBuffers(p, d) * sc.boundaryBuffer;
     mem.reserved = sc.reserved;
     est.stageMemory.push_back(mem);
     if (mem.total() > peakMem) {

@@ -68,6 +68,10 @@ struct StageCosts {
   /// rebuilt by recomputation and the backward's gradient buffers.
   double transientActivation = 0;
   double commBuffers = 0, reserved = 0;
+  /// Strata's pipelined programs: one micro-batch's activation (or its
+  /// gradient) as a stage boundary sends it; the sends and the received
+  /// inputs are held until the step's end (heldBoundaryBuffers).
+  double boundaryBuffer = 0;
   double memoryLimit = 0;
 
   double layerTime() const {
@@ -106,6 +110,10 @@ ParamBytes paramBytes(const ModelDesc &m, const Plan *p = nullptr,
 
 /// Micro-batches' worth of activations pipeline device `d` holds at its peak.
 double inflightMicrobatches(const Plan &plan, int64_t d);
+/// Stage-boundary buffers (sent activations and gradients, received inputs
+/// of finished micro-batches) a Strata pipelined program still holds on
+/// device `d` at its peak.
+double heldBoundaryBuffers(const Plan &plan, int64_t d);
 
 /// Step time of a pipeline whose devices take `deviceTimes` per micro-batch:
 /// (m - 1/v) * max + sum / v, which is (m + (p-1)/v) * T for equal stages.

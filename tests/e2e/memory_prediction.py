@@ -17,26 +17,32 @@ rank with and without recomputation; dp 2 with ZeRO 0-3; tp 2 with and
 without sequence parallelism; pp 2 1F1B and interleaved; tp 2 x pp 2) and
 the GPT-2-width benchmark model in both dtypes.
 
-"Equal" means within a stated tolerance of the arena:
+"Equal" means: the prediction is within a stated tolerance of the liveness
+peak (the bytes the program holds at its fullest instruction), and the
+arena is within PACKING = 8% above that peak (best-fit placement leaves
+gaps; up to 1.5% in this matrix without pipelines, up to 7% in the
+pipelined programs, whose many same-sized buffers with staggered lifetimes
+pack worse). Tolerances of the prediction:
 
-  - EXACT (every plan without pipeline parallelism, except the two below):
-    |predicted - arena| <= 4% of the arena. The model counts every buffer
-    the program holds at its peak from the ops' shapes and dtypes; what it
-    leaves out is the inputs (tokens, targets, positions), the loss and the
-    64-byte alignment of each buffer (a few KB here, < 0.1%), the arena's
-    packing slack over the liveness peak (best-fit placement; up to 1.5% in
-    this matrix), and the detailed order of a layer's backward under
-    recomputation of unfused attention and at llama's ZeRO bucket
-    boundaries (up to 3%, under-predicted). Most rows are within 0.2%.
+  - EXACT (every plan without interleaving, except the two below, pipelined
+    1F1B included): within 3.5%. The model counts every buffer the program
+    holds at its peak from the ops' shapes and dtypes; what it leaves out
+    is the inputs (tokens, targets, positions), the loss and the 64-byte
+    alignment of each buffer (a few KB here, < 0.1%), and the detailed
+    order of a layer's backward under recomputation of unfused attention
+    and at llama's ZeRO bucket boundaries (up to 3%, under-predicted).
+    Most rows are within 0.2%.
+  - INTERLEAVED (pp 2, vpp 2): within 5%; the held stage-boundary buffers
+    are counted as if the peak came after the last forward of every chunk
+    (under-predicted by up to 4%).
   - UPPER (bfloat16 with ZeRO-2/3): the gradient bucket is counted as live
     at the head's peak, where the bf16 program has not written it yet:
-    arena <= predicted <= 1.35 x arena.
-  - PIPELINE (pp > 1): not yet exact, and under-predicted: the pipelined
-    programs keep each in-flight micro-batch's sent activations and
-    gradients and received inputs until the step's end (and, under full
-    recomputation with sequence parallelism, the reduce-scattered block
-    outputs), which the model counts as one send and one receive buffer:
-    within 30% of the arena. A known gap (docs/cost-model.md).
+    peak <= predicted <= 1.35 x peak.
+  - GAP (tp 2 x pp 2 interleaved with full recomputation and sequence
+    parallelism): under-predicted by up to 25%: buffers of the
+    tensor-parallel pipeline (received weight-shaped tensors, the sharded
+    gradients sent back) are not yet in the model; held within 30% so that
+    it cannot get worse unnoticed. A known gap (docs/cost-model.md).
 
 Each row prints predicted, liveness peak and arena.
 """
@@ -50,7 +56,8 @@ from e2e_common import Session  # noqa: E402
 
 S = Session(__doc__)
 MIB = 1 << 20
-TOL = {"exact": 0.04, "upper": 0.35, "pipeline": 0.30}
+TOL = {"exact": 0.035, "interleaved": 0.05, "upper": 0.35, "gap": 0.30}
+PACKING = 0.08
 
 
 def spec(family, dtype, attention):
@@ -78,13 +85,16 @@ PLANS = [
     (2, ["tp=2", "sp=true"]),
     (2, ["pp=2", "schedule=1f1b"]),
     (2, ["pp=2", "vpp=2", "schedule=interleaved"]),
-    (4, ["tp=2", "pp=2", "sp=true", "recompute=full"]),
+    (4, ["tp=2", "pp=2", "vpp=2", "schedule=interleaved", "sp=true",
+         "recompute=full"]),
 ]
 
 
 def tier(dtype, pins):
-    if any(p.startswith("pp=") for p in pins):
-        return "pipeline"
+    if "tp=2" in pins and "pp=2" in pins:
+        return "gap"
+    if "schedule=interleaved" in pins:
+        return "interleaved"
     if dtype == "bfloat16" and ("zero=2" in pins or "zero=3" in pins):
         return "upper"
     return "exact"
@@ -102,16 +112,17 @@ def compare(label, model, ranks, pins, kind):
     tol = TOL[kind]
     for r in data["ranks"]:
         pred, arena, live = r["predicted"], r["arena"], r["peak_live"]
-        err = (pred - arena) / arena
+        err, slack = (pred - live) / live, (arena - live) / live
         if kind == "upper":
-            ok = arena <= pred <= (1 + tol) * arena
+            ok = live <= pred <= (1 + tol) * live
         else:
             ok = abs(err) <= tol
+        ok = ok and slack <= PACKING
         S.check(ok,
                 f"{label} rank {r['rank']} (stage {r['stage']}): predicted "
-                f"{pred / MIB:.3f} MiB, arena {arena / MIB:.3f} MiB "
-                f"(liveness peak {live / MIB:.3f}), {100 * err:+.1f}% "
-                f"[{kind}, {100 * tol:.0f}%]",
+                f"{pred / MIB:.3f} MiB, liveness peak {live / MIB:.3f} MiB "
+                f"({100 * err:+.1f}% [{kind}, {100 * tol:.1f}%]), arena "
+                f"{arena / MIB:.3f} MiB (packing {100 * slack:.1f}%)",
                 f"plan {data['plan']}; largest buffers at the peak: "
                 f"{r['peak_buffers'][:8]}")
 
