@@ -122,6 +122,21 @@ void expectSameAsReference(const std::vector<MemoryRequest> &requests,
   EXPECT_EQ(got.arenaBytes, want.arenaBytes);
   EXPECT_EQ(got.unsharedBytes, want.unsharedBytes);
   expectNoLiveOverlap(requests, got, alignment);
+  // The liveness peak: the most aligned bytes live at any one position,
+  // counted position by position; no placement needs less.
+  uint64_t peak = 0;
+  for (const MemoryRequest &at : requests)
+    for (int64_t t : {at.firstUse, at.lastUse}) {
+      uint64_t live = 0;
+      for (const MemoryRequest &r : requests)
+        if (std::min(r.firstUse, r.lastUse) <= t &&
+            t <= std::max(r.firstUse, r.lastUse))
+          live += std::max<uint64_t>(
+              (r.bytes + alignment - 1) / alignment * alignment, alignment);
+      peak = std::max(peak, live);
+    }
+  EXPECT_EQ(got.peakLiveBytes, peak);
+  EXPECT_LE(got.peakLiveBytes, got.arenaBytes);
 }
 
 TEST(MemoryPlan, MatchesTheQuadraticReferenceOnStepShapedInputs) {
