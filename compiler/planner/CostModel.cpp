@@ -666,8 +666,17 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
         4 * (double(m.layers) / double(p.pp) * layerParams + embedParams);
     double bucket = std::min(double(p.bucketBytes), stageBytes);
     sc.commBuffers += bucket;
-    if (p.zero >= 3)
+    // The backward's matmuls read the bf16 copies cast in the forward, so
+    // under mixed precision the gathered fp32 values are not live then.
+    if (p.zero >= 3 && !mixed)
       sc.commBuffers += (stageBytes > bucket ? 2 : 1) * bucket;
+    // A bf16 head peaks at the fp32 logits beside their bf16 gradient,
+    // before it writes its weight gradient into the bucket, or at its input
+    // gradient beside the bf16 logits' gradient, after.
+    if (mixed) {
+      double castPeak = logits * (4 + e), afterGrad = logits * e + T * h * e;
+      sc.lastActivation += std::max(castPeak - bucket, afterGrad) - castPeak;
+    }
   } else if (p.zero >= 3 && p.dp > 1) {
     // Current + prefetched gathered layer, and the layer's unsharded
     // gradient before its reduce-scatter.
