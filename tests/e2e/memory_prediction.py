@@ -36,12 +36,12 @@ pack worse). Tolerances of the prediction:
     are counted as if the peak came after the last forward of every chunk
     (under-predicted by up to 4%).
   - GAP (tp 2 x pp 2 interleaved with full recomputation and sequence
-    parallelism): under-predicted by up to 25%: buffers of the
-    tensor-parallel pipeline (received weight-shaped tensors, the sharded
-    gradients sent back) are not yet in the model; held within 30% so that
-    it cannot get worse unnoticed. A known gap (docs/cost-model.md).
+    parallelism): the first device under-predicted by up to 22%: the
+    compiled program puts every layer's tensor-parallel qkv weights on
+    stage 0 and sends them to the later stages each micro-batch, where the
+    model keeps each layer's parameters on its own stage; held within 30%
+    so that it cannot get worse unnoticed (docs/cost-model.md).
 
-Each row prints predicted, liveness peak and arena.
 """
 
 import json
