@@ -676,7 +676,7 @@ MemoryPlanResult ProgramEmitter::placeBuffers(rtf::ProgramBuilder &builder,
   MemoryPlanResult plan = planMemory(requests, rtf::kBufferAlignment);
   // The transient buffers live where the most bytes are (the first such
   // position), for --memory-report.
-  if (stats) {
+  if (stats && stats->collectPeakBuffers) {
     auto aligned = [](uint64_t b) {
       uint64_t a = rtf::kBufferAlignment;
       return std::max<uint64_t>((b + a - 1) / a * a, a);

@@ -65,8 +65,10 @@ struct EmitStats {
   /// Most bytes live at one instruction (persistent ones included): the
   /// arena without packing slack.
   uint64_t peakLiveBytes = 0;
-  /// The transient buffers live at that peak, largest first (name, bytes).
+  /// The transient buffers live at that peak, largest first (name, bytes);
+  /// filled only when collectPeakBuffers is set.
   std::vector<std::pair<std::string, uint64_t>> peakBuffers;
+  bool collectPeakBuffers = false;
   size_t numInstructions = 0;
 };
 

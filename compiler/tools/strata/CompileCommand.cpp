@@ -385,6 +385,8 @@ int runCompile(const CompileOptions &opts) {
 
   EmitStats stats;
   std::vector<EmitStats> rankStats(ranks);
+  for (EmitStats &st : rankStats)
+    st.collectPeakBuffers = !opts.memoryReport.empty();
   std::vector<uint8_t> bytes;
   try {
     rt::MultiRankProgramBuilder builder(meta, train);
