@@ -403,6 +403,21 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     lc.recompute = lc.fwd;
     lc.transient = lc.saved - layerInput;
     lc.saved = layerInput;
+    // Unfused attention's backward comes after the MLP's has released its
+    // part of the rebuilt layer, and holds the rebuilt first norm's output
+    // and statistics, Q, K, V and the probabilities beside the gradients
+    // of the probabilities and the scores ([s, s] per head each), of the
+    // context and of the block's output.
+    if (m.kind == ModelDesc::Kind::Transformer && !fused) {
+      double hl = double(m.hidden) / t, heads = double(m.heads) / t;
+      double s = double(m.seqLen), b = double(p.microBatch);
+      double stats = (m.rmsNorm ? 1.0 : 2.0) * T / outside * 4.0;
+      double gathered =
+          T * double(m.hidden) * e / (stratasLayout() ? 1.0 : outside);
+      double attention = stats + gathered + 3 * T * hl * e +
+                         3 * b * heads * s * s * e + 2 * T * hl * e;
+      lc.transient = std::max(lc.transient, attention - lc.backward);
+    }
     break;
   }
   // Tensor parallelism: an all-reduce (or reduce-scatter + all-gather with

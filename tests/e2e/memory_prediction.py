@@ -28,10 +28,10 @@ pack worse). Tolerances of the prediction:
     pipelined 1F1B and ZeRO-1/2/3 included): within 3.5%. The model counts every buffer the program
     holds at its peak from the ops' shapes and dtypes; what it leaves out
     is the inputs (tokens, targets, positions), the loss and the 64-byte
-    alignment of each buffer (a few KB here, < 0.1%), and the detailed
-    order of a layer's backward under recomputation of unfused attention
-    and at llama's ZeRO bucket boundaries (up to 3%, under-predicted).
-    Most rows are within 0.2%.
+    alignment of each buffer (a few KB here, < 0.1%), the bf16 gradients of
+    unfused attention's backward under full recomputation (up to 1.2%,
+    over) and llama's ZeRO-2/3 bucket boundaries (up to 3%, under). 110 of
+    138 rows are within 0.5%.
   - INTERLEAVED (pp 2, vpp 2): within 5%; the held stage-boundary buffers
     are counted as if the peak came after the last forward of every chunk
     (under-predicted by up to 4%).
