@@ -677,8 +677,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     // unsharded gradient of the bucket being filled lives until its
     // reduce-scatter; ZeRO-3 also holds the gathered values of the current
     // bucket and of the prefetched next one.
-    double stageBytes =
-        4 * (double(m.layers) / double(p.pp) * layerParams + embedParams);
+    double stageBytes = 4 * (double(m.layers) / double(p.pp) * layerParams +
+                             embedParams + (p.pp == 1 ? headParams : 0));
     double bucket = std::min(double(p.bucketBytes), stageBytes);
     sc.commBuffers += bucket;
     // The backward's matmuls read the bf16 copies cast in the forward, so

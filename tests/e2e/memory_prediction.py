@@ -30,8 +30,9 @@ pack worse). Tolerances of the prediction:
     is the inputs (tokens, targets, positions), the loss and the 64-byte
     alignment of each buffer (a few KB here, < 0.1%), the bf16 gradients of
     unfused attention's backward under full recomputation (up to 1.2%,
-    over) and llama's ZeRO-2/3 bucket boundaries (up to 3%, under). 110 of
-    138 rows are within 0.5%.
+    over) and, under selective recomputation of unfused attention, the
+    last layer's probabilities rebuilt before the head's backward is done
+    (up to 3%, under, fp32). 118 of 138 rows are within 0.5%.
   - INTERLEAVED (pp 2, vpp 2): within 5%; the held stage-boundary buffers
     are counted as if the peak came after the last forward of every chunk
     (under-predicted by up to 4%).
