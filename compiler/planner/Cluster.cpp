@@ -155,11 +155,14 @@ static ClusterSpec withA100(ClusterSpec c) {
 ///
 /// Sustained GEMM efficiency: the A100's 0.72 (0.9 clock x 0.8 cuBLAS, set on
 /// the SC'21 rows) scaled by the ratio of the two GPUs' maximum achievable
-/// matmul throughput measured the same way (mamf-finder, best bf16 shape:
-/// A100 SXM 267.9 of 312, H100 SXM 80GB 821.2 of 989 TFLOP/s;
-/// github.com/mag-/gpu_benchmark README). docs/cost-model.md, "Devices".
+/// matmul throughput measured the same way (mamf-finder, best bf16 shape,
+/// Stas Bekman's ml-engineering compute/accelerator README, "Maximum
+/// Achievable Matmul FLOPS comparison table": A100 SXM 267.9 of 312, H100
+/// SXM 792.1 of 989 TFLOP/s). The 821 TFLOP/s figure of the same table is
+/// the GH200, whose module has a larger power budget than the H100 SXM's
+/// 700 W. docs/cost-model.md, "H100 GEMM efficiency".
 double h100GemmEfficiency() {
-  constexpr double a100Mamf = 267.9 / 312.0, h100Mamf = 821.2 / 989.0;
+  constexpr double a100Mamf = 267.9 / 312.0, h100Mamf = 792.1 / 989.0;
   return 0.72 * h100Mamf / a100Mamf;
 }
 
