@@ -495,13 +495,15 @@ private:
     if (YAML::Node e = dev["efficiency"]) {
       if (!e.IsMap()) {
         error(e, "'efficiency' must be a mapping: {gemm, gemm_depth_half, "
-                 "gemm_rows_half, memory, kernel_overhead}");
+                 "gemm_rows_half, memory, kernel_overhead, attention}");
         return;
       }
       checkKeys(e,
                 {"gemm", "gemm_depth_half", "gemm_rows_half", "memory",
-                 "kernel_overhead"},
+                 "kernel_overhead", "attention"},
                 "'efficiency'");
+      if (auto v = quantity(e, "attention", "fraction", false, "0.35"))
+        d.attentionEfficiency = *v;
       if (auto v = quantity(e, "gemm", "fraction", false, "0.8"))
         d.gemmEfficiency = *v;
       if (auto v = quantity(e, "gemm_depth_half", "count", false, "128"))
@@ -512,7 +514,7 @@ private:
         d.memoryEfficiency = *v;
       if (auto v = quantity(e, "kernel_overhead", "time", false, "5 us"))
         d.kernelOverheadS = *v;
-      for (const char *k : {"gemm", "memory"})
+      for (const char *k : {"gemm", "memory", "attention"})
         if (e[k] && e[k].IsScalar()) {
           auto v = parseQuantity(e[k].Scalar(), "fraction");
           if (v && (*v <= 0 || *v > 1))

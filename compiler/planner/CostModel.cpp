@@ -101,12 +101,19 @@ double AnalyticalCostModel::fusedAttentionTime(double heads, double s, double d,
   }
   double depth = s * causal; // keys each query block iterates over
   double depthEff = depth / (depth + dev.gemmDepthHalf);
-  double compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
-  // Softmax exponentials on the special-function units, one per unmasked
-  // score forward and again backward (P is rebuilt), serialised with the
-  // tensor-core work within each thread block (FlashAttention-2's loop).
-  if (dev.expRate > 0)
-    compute += s * s * heads * causal / (dev.expRate * tileEff);
+  double compute;
+  if (dev.attentionEfficiency > 0) {
+    // A measured whole-kernel rate (softmax included) for the kernel the
+    // stack runs, e.g. FlashAttention-2 on an H100 (docs/cost-model.md).
+    compute = flops / (peak * dev.attentionEfficiency * tileEff * depthEff);
+  } else {
+    compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
+    // Softmax exponentials on the special-function units, one per unmasked
+    // score forward and again backward (P is rebuilt), serialised with the
+    // tensor-core work within each thread block (FlashAttention-2's loop).
+    if (dev.expRate > 0)
+      compute += s * s * heads * causal / (dev.expRate * tileEff);
+  }
   // Q, K, V read and O written; backward also reads O, dO and writes dQ, dK,
   // dV.
   double bytes = double(m.dtypeBytes) * s * d * heads * (backward ? 8 : 4);

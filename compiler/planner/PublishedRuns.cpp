@@ -155,6 +155,12 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     static const std::regex perGpu(R"(~?([0-9.]+) Gb/s per GPU)");
     if (std::regex_search(net, match, perGpu) && c->levels.size() > 1)
       c->levels[1].bandwidth = std::stod(match[1]) * 1e9 / 8;
+    // llm-foundry's "flash attn" of 2024 is the flash-attn 2 package, which
+    // predates Hopper's asynchronous tensor cores: FlashAttention-3 (Shah et
+    // al., arXiv:2407.08608) measures FlashAttention-2 at 35% of an H100's
+    // peak.
+    if (contains(gpu, "H100") && contains(framework, "flash attn"))
+      c->device.attentionEfficiency = 0.35;
     r.cluster = *c;
 
     SearchOptions &o = r.options;
@@ -216,6 +222,8 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       pin("sp=false");
     if (m.attention == ModelDesc::Attention::Unfused)
       r.reading += " (unfused attention)";
+    else if (r.cluster.device.attentionEfficiency > 0)
+      r.reading += " (FlashAttention-2)";
     // Megatron-DeepSpeed's `--pp-partition-method type:transformer|embedding`
     // (BLOOM) balances layers and embeddings alike: the tied embedding takes
     // one layer's slot on the first and on the last stage.

@@ -90,7 +90,7 @@ device:
   memory_bandwidth: 2039 GB/s
   peak_flops: {bfloat16: 312 TFLOP/s, float32: 19.5 TFLOP/s}
   compute_units: 108
-  efficiency: {gemm: 0.7, gemm_rows_half: 48, memory: 0.8, kernel_overhead: 4 us}
+  efficiency: {gemm: 0.7, gemm_rows_half: 48, memory: 0.8, kernel_overhead: 4 us, attention: 0.35}
 topology:
   - {name: nvlink, size: 8, bandwidth: 300 GB/s, latency: 3 us}
   - {name: ib, size: 2, bandwidth: 200 Gb/s, latency: 5 us, oversubscription: 2}
@@ -106,6 +106,7 @@ TEST(Cluster, YamlSpecParses) {
   EXPECT_DOUBLE_EQ(c->device.gemmEfficiency, 0.7);
   EXPECT_DOUBLE_EQ(c->device.kernelOverheadS, 4e-6);
   EXPECT_DOUBLE_EQ(c->device.gemmRowsHalf, 48);
+  EXPECT_DOUBLE_EQ(c->device.attentionEfficiency, 0.35);
   EXPECT_DOUBLE_EQ(c->levels[1].bandwidth, 25e9);
   EXPECT_DOUBLE_EQ(c->levels[1].oversubscription, 2.0);
 }

@@ -397,8 +397,8 @@ TEST(CostModel, FusedAttentionKeepsNoScores) {
 
 TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   // H100, 32 heads of s = 4096, d = 128, causal: forward = 2 GEMMs of
-  // 2 s^2 d over half the blocks at H100's 0.672 of 989 TFLOP/s, with 32 x 32 query
-  // blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
+  // 2 s^2 d over half the blocks at H100's 0.672 of 989 TFLOP/s, with 32 x 32
+  // query blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
   // s^2/2 exponentials per head at 132 x 16 x 1.83 GHz.
   ModelDesc m = gpt(4096, 32, 4, 4096);
   m.attention = ModelDesc::Attention::Fused;
@@ -412,6 +412,26 @@ TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   // Backward: 5 GEMMs and the exponentials again.
   EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, true), 2.5 * mm + ex + 5e-6,
               1e-9);
+}
+
+TEST(CostModel, MeasuredAttentionEfficiencyReplacesTensorCoresAndExponentials) {
+  // FlashAttention-2 on an H100 (efficiency.attention 0.35): the same causal
+  // FLOPs, tile waves and K loop as above at 0.35 of 989 TFLOP/s, with no
+  // separate exponential term (the measured rate includes the softmax).
+  ModelDesc m = gpt(4096, 32, 4, 4096);
+  m.attention = ModelDesc::Attention::Fused;
+  ClusterSpec c = preset("dgx-h100:1");
+  c.device.attentionEfficiency = 0.35;
+  AnalyticalCostModel cm(m, c);
+  double s = 4096, d = 128, heads = 32;
+  double tile = 1024.0 / (8 * 132), depth = 2048.0 / (2048 + 128);
+  double fwd = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * 0.35 * tile * depth);
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), fwd + 5e-6, 1e-9);
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, true), 2.5 * fwd + 5e-6, 1e-9);
+  // 35% of the peak is slower than the tensor-core-plus-exponential model.
+  AnalyticalCostModel derived(m, preset("dgx-h100:1"));
+  EXPECT_GT(cm.fusedAttentionTime(heads, s, d, false),
+            derived.fusedAttentionTime(heads, s, d, false));
 }
 
 TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
