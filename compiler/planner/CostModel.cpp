@@ -247,6 +247,11 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
   // writes dx.
   auto layerNorm = [&] {
     pointwise(T * h / outside, 2 * e, 3 * e, T * h * e / outside);
+    if (m.eagerNorms && m.rmsNorm) { // the reference module op by op
+      LayerOp &o = ops.back();
+      o.fwdBytes = AnalyticalCostModel::eagerRmsNormForwardBytes(e);
+      o.bwdBytes = AnalyticalCostModel::eagerRmsNormBackwardBytes(e);
+    }
   };
   // Bias + dropout + residual add, fused: reads two, writes one and a mask;
   // without dropout and biases, the plain residual add.
@@ -265,8 +270,11 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     double qkvLocal = h / t + 2 * kvLocal;
     layerNorm();
     gemm(T, qkvLocal, h, 1, T * h * e / outside); // qkv; saves its input
-    if (!m.learnedPositions) // rotary embeddings of q and k
-      pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
+    if (!m.learnedPositions) { // rotary embeddings of q and k
+      double r =
+          m.eagerNorms ? AnalyticalCostModel::eagerRotaryBytes(e) : 2 * e;
+      pointwise(T * (h / t + kvLocal), r, r, 0);
+    }
     if (fused) {
       // One kernel (strata.causal_attention, FlashAttention-2): Q K^T and
       // P V stay in the tile; saves Q, K and V (kv heads once), the output

@@ -75,6 +75,10 @@ struct ModelDesc {
   bool gatedMlp = false;
   /// RMSNorm (a weight only) instead of LayerNorm (weight and bias).
   bool rmsNorm = false;
+  /// The RMSNorm and rotary embeddings run as the reference PyTorch modules,
+  /// op by op in fp32 (torchtitan without torch.compile), not as fused
+  /// kernels; costed per kernel (docs/cost-model.md, "Eager norms").
+  bool eagerNorms = false;
   /// Biases on the attention and MLP projections.
   bool biases = true;
   /// A learned position table [seq_len, hidden] (rotary embeddings have none).

@@ -112,6 +112,9 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     // ALiBi instead of a position table and no dropout; the others are GPT.
     if (r.sourceKey.rfind("TT", 0) == 0) {
       m.gatedMlp = true, m.rmsNorm = true, m.biases = false;
+      // "no torch.compile": the reference RMSNorm and rotary run op by op
+      // (train_configs/llama*.toml: norm_type = "rmsnorm", compile = false).
+      m.eagerNorms = contains(framework, "no torch.compile");
       m.learnedPositions = false, m.dropout = false, m.tiedEmbedding = false;
     } else if (r.sourceKey == "MPT") {
       m.biases = false, m.learnedPositions = false, m.dropout = false;
@@ -224,6 +227,8 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       r.reading += " (unfused attention)";
     else if (r.cluster.device.attentionEfficiency > 0)
       r.reading += " (FlashAttention-2)";
+    if (m.eagerNorms)
+      r.reading += " (eager RMSNorm)";
     // Megatron-DeepSpeed's `--pp-partition-method type:transformer|embedding`
     // (BLOOM) balances layers and embeddings alike: the tied embedding takes
     // one layer's slot on the first and on the last stage.

@@ -434,6 +434,31 @@ TEST(CostModel, MeasuredAttentionEfficiencyReplacesTensorCoresAndExponentials) {
             derived.fusedAttentionTime(heads, s, d, false));
 }
 
+TEST(CostModel, EagerRmsNormAndRotaryPayTheirOpByOpTraffic) {
+  // Llama 3 8B shapes, micro-batch 1 of 8192 tokens on one A100: the
+  // reference RMSNorm run op by op moves 36 bytes per element forward and 72
+  // backward (bf16) instead of the fused kernel's 4 and 6, twice per layer
+  // over T x h; eager rotary moves 20 each way instead of 4 over
+  // T x (h + kv). Kernel counts are the same, so the layer's time grows by
+  // exactly those bytes at 0.8 of 2039 GB/s.
+  ModelDesc m = llama(4096, 32, 8, 32, 14336, 8192);
+  ModelDesc eager = m;
+  eager.eagerNorms = true;
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::eagerRmsNormForwardBytes(2), 36);
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::eagerRmsNormBackwardBytes(2), 72);
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::eagerRotaryBytes(2), 20);
+  Plan p = plan(1, 1, 1, 1, 1);
+  p.recompute = Recompute::None;
+  double base =
+      AnalyticalCostModel(m, preset("dgx-a100:1")).stageCosts(p).layerCompute;
+  double slow = AnalyticalCostModel(eager, preset("dgx-a100:1"))
+                    .stageCosts(p)
+                    .layerCompute;
+  double T = 8192, h = 4096, kv = 1024;
+  double extra = 2 * T * h * ((36 - 4) + (72 - 6)) + T * (h + kv) * 2 * (20 - 4);
+  EXPECT_NEAR(slow - base, extra / (2039e9 * 0.8), 1e-9);
+}
+
 TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
   // CPU-kind ranks (nothing overlaps) with 100 us per ring step: ZeRO-0's
   // reduction is one all-reduce per 25 MiB bucket.
