@@ -333,7 +333,7 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
       return it->second;
   }
   LayerCost lc;
-  double coreFwd = 0, coreSaved = 0;
+  double coreFwd = 0, coreSaved = 0, pointwiseFwd = 0;
   bool fused = fusedAttention();
   for (const LayerOp &o :
        layerOps(m, double(p.microBatch), double(p.tp), p.sp, fused)) {
@@ -348,6 +348,7 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     } else {
       fwd = memoryBoundTime(o.elements * o.fwdBytes);
       bwd = memoryBoundTime(o.elements * o.bwdBytes);
+      pointwiseFwd += fwd;
     }
     lc.fwd += fwd;
     lc.bwd += bwd;
@@ -368,6 +369,18 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     lc.recompute = coreFwd;
     lc.transient = coreSaved;
     lc.saved -= coreSaved;
+    // torchtitan's op-level policy: every elementwise op and the 2nd, 4th
+    // and 6th matmul of the layer (wk, wo, w3) run again.
+    if (m.opLevelSelective && fused && m.gatedMlp &&
+        m.kind == ModelDesc::Kind::Transformer) {
+      double t = double(p.tp), h = double(m.hidden);
+      double kvLocal = m.replicatesKvHeads(p.tp)
+                           ? double(m.hidden / m.heads)
+                           : double(m.kvWidth()) / t;
+      lc.recompute = pointwiseFwd + gemmTime(T, kvLocal, h, 1) +
+                     gemmTime(T, h, h / t, 1) +
+                     gemmTime(T, double(m.ffnHidden) / t, h, 1);
+    }
     if (m.kind == ModelDesc::Kind::Transformer && !fused) {
       double kvLocal = m.replicatesKvHeads(p.tp)
                            ? double(m.hidden / m.heads)

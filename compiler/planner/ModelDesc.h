@@ -79,6 +79,11 @@ struct ModelDesc {
   /// op by op in fp32 (torchtitan without torch.compile), not as fused
   /// kernels; costed per kernel (docs/cost-model.md, "Eager norms").
   bool eagerNorms = false;
+  /// Selective recomputation is torchtitan's op-level policy (Llama with a
+  /// fused attention kernel): the attention kernel's output and every other
+  /// matmul's (wq, wv, w1, w2) are kept, the rest of the layer's forward
+  /// (wk, wo, w3 and every elementwise op) runs again in backward.
+  bool opLevelSelective = false;
   /// Biases on the attention and MLP projections.
   bool biases = true;
   /// A learned position table [seq_len, hidden] (rotary embeddings have none).

@@ -115,6 +115,8 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       // "no torch.compile": the reference RMSNorm and rotary run op by op
       // (train_configs/llama*.toml: norm_type = "rmsnorm", compile = false).
       m.eagerNorms = contains(framework, "no torch.compile");
+      // recompute "selective (op-level SAC)": selective_ac_option = 'op'.
+      m.opLevelSelective = true;
       m.learnedPositions = false, m.dropout = false, m.tiedEmbedding = false;
     } else if (r.sourceKey == "MPT") {
       m.biases = false, m.learnedPositions = false, m.dropout = false;

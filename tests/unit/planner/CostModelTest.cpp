@@ -459,6 +459,37 @@ TEST(CostModel, EagerRmsNormAndRotaryPayTheirOpByOpTraffic) {
   EXPECT_NEAR(slow - base, extra / (2039e9 * 0.8), 1e-9);
 }
 
+TEST(CostModel, OpLevelSelectiveRecomputesEveryOtherMatmulAndPointwise) {
+  // torchtitan's op-level policy on a Llama layer (fused attention, one
+  // A100, micro-batch 1 of 8192 tokens): the backward re-runs wk
+  // [T,h]x[h,kv], wo [T,h]x[h,h], w3 [T,h]x[h,f] and the seven elementwise
+  // kernels' forwards (two norms 2e, rotary 2e over T(h+kv), the heads copy
+  // 2e, two residual adds 3e, silu(gate)*up 3e over T f).
+  ModelDesc m = llama(4096, 32, 8, 32, 14336, 8192);
+  m.attention = ModelDesc::Attention::Fused;
+  m.opLevelSelective = true;
+  AnalyticalCostModel cm(m, preset("dgx-a100:1"));
+  Plan none = plan(1, 1, 1, 1, 1), sel = none;
+  none.recompute = Recompute::None;
+  sel.recompute = Recompute::Selective;
+  double T = 8192, h = 4096, kv = 1024, f = 14336, e = 2;
+  double expected =
+      cm.gemmTime(T, kv, h, 1) + cm.gemmTime(T, h, h, 1) +
+      cm.gemmTime(T, f, h, 1) + 2 * cm.memoryBoundTime(T * h * 2 * e) +
+      cm.memoryBoundTime(T * (h + kv) * 2 * e) +
+      cm.memoryBoundTime(T * h * 2 * e) +
+      2 * cm.memoryBoundTime(T * h * 3 * e) +
+      cm.memoryBoundTime(T * f * 3 * e);
+  EXPECT_NEAR(cm.stageCosts(sel).layerCompute - cm.stageCosts(none).layerCompute,
+              expected, 1e-9);
+  // Without the policy, selective has nothing to rebuild under a fused
+  // kernel.
+  m.opLevelSelective = false;
+  AnalyticalCostModel plain(m, preset("dgx-a100:1"));
+  EXPECT_DOUBLE_EQ(plain.stageCosts(sel).layerCompute,
+                   plain.stageCosts(none).layerCompute);
+}
+
 TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
   // CPU-kind ranks (nothing overlaps) with 100 us per ring step: ZeRO-0's
   // reduction is one all-reduce per 25 MiB bucket.
