@@ -168,6 +168,12 @@ double h100GemmEfficiency() {
 
 static ClusterSpec withH100(ClusterSpec c) {
   c.device.gemmEfficiency = h100GemmEfficiency();
+  // Fused attention as cuDNN runs it on Hopper (Transformer Engine's
+  // preferred backend there): FlashAttention-3 paper (arXiv:2407.08608)
+  // Fig. 5, head dim 128, sequence 4k: causal forward 518 and backward 499
+  // of 989 TFLOP/s. docs/cost-model.md, "Fused attention".
+  c.device.attentionEfficiency = 518.0 / 989.0;
+  c.device.attentionBackwardEfficiency = 499.0 / 989.0;
   c.levels[0].nvlsBusBandwidth = 480e9;
   c.device.expRate = 132 * 16 * 1.83e9;
   return c;
@@ -495,15 +501,18 @@ private:
     if (YAML::Node e = dev["efficiency"]) {
       if (!e.IsMap()) {
         error(e, "'efficiency' must be a mapping: {gemm, gemm_depth_half, "
-                 "gemm_rows_half, memory, kernel_overhead, attention}");
+                 "gemm_rows_half, memory, kernel_overhead, attention, "
+                 "attention_backward}");
         return;
       }
       checkKeys(e,
                 {"gemm", "gemm_depth_half", "gemm_rows_half", "memory",
-                 "kernel_overhead", "attention"},
+                 "kernel_overhead", "attention", "attention_backward"},
                 "'efficiency'");
-      if (auto v = quantity(e, "attention", "fraction", false, "0.35"))
+      if (auto v = quantity(e, "attention", "fraction", false, "0.52"))
         d.attentionEfficiency = *v;
+      if (auto v = quantity(e, "attention_backward", "fraction", false, "0.5"))
+        d.attentionBackwardEfficiency = *v;
       if (auto v = quantity(e, "gemm", "fraction", false, "0.8"))
         d.gemmEfficiency = *v;
       if (auto v = quantity(e, "gemm_depth_half", "count", false, "128"))
@@ -514,7 +523,8 @@ private:
         d.memoryEfficiency = *v;
       if (auto v = quantity(e, "kernel_overhead", "time", false, "5 us"))
         d.kernelOverheadS = *v;
-      for (const char *k : {"gemm", "memory", "attention"})
+      for (const char *k :
+           {"gemm", "memory", "attention", "attention_backward"})
         if (e[k] && e[k].IsScalar()) {
           auto v = parseQuantity(e[k].Scalar(), "fraction");
           if (v && (*v <= 0 || *v > 1))

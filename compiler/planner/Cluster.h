@@ -63,9 +63,10 @@ struct DeviceSpec {
   /// a fused attention kernel); 0 = not modelled.
   double expRate = 0;
   /// Measured fraction of the dense peak a fused attention kernel sustains,
-  /// forward and backward, softmax included (FlashAttention-2 on an H100:
-  /// 0.35); 0 = tensor cores at gemmEfficiency plus the exponentials.
-  double attentionEfficiency = 0;
+  /// softmax included, forward and (when given) backward: cuDNN's on an
+  /// H100, 0.52 and 0.50; 0 = tensor cores at gemmEfficiency plus the
+  /// exponentials.
+  double attentionEfficiency = 0, attentionBackwardEfficiency = 0;
 
   /// Peak for `dtype`, falling back to float32's; 0 if neither is given.
   double peakFor(const std::string &dtype) const;

@@ -105,7 +105,10 @@ double AnalyticalCostModel::fusedAttentionTime(double heads, double s, double d,
   if (dev.attentionEfficiency > 0) {
     // A measured whole-kernel rate (softmax included) for the kernel the
     // stack runs, e.g. FlashAttention-2 on an H100 (docs/cost-model.md).
-    compute = flops / (peak * dev.attentionEfficiency * tileEff * depthEff);
+    double eff = backward && dev.attentionBackwardEfficiency > 0
+                     ? dev.attentionBackwardEfficiency
+                     : dev.attentionEfficiency;
+    compute = flops / (peak * eff * tileEff * depthEff);
   } else {
     compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
     // Softmax exponentials on the special-function units, one per unmasked
