@@ -363,6 +363,10 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
   }
   double e = double(m.dtypeBytes);
   double T = double(p.microBatch) * double(m.seqLen);
+  // DeepSpeed's bf16 optimizer: every micro-batch adds the layer's 16-bit
+  // weight gradients into fp32 buffers (read e, read and write 4 each).
+  if (m.fp32GradAccumulationPass)
+    lc.bwd += memoryBoundTime(double(m.layerParams()) / double(p.tp) * (e + 8));
   double layerInput = T * double(m.hidden) * e / (p.sp ? double(p.tp) : 1.0);
   switch (p.recompute) {
   case Recompute::None:

@@ -84,6 +84,11 @@ struct ModelDesc {
   /// matmul's (wq, wv, w1, w2) are kept, the rest of the layer's forward
   /// (wk, wo, w3 and every elementwise op) runs again in backward.
   bool opLevelSelective = false;
+  /// Each micro-batch's 16-bit weight gradients are added into fp32
+  /// gradient buffers by a separate pass (DeepSpeed's BF16_Optimizer:
+  /// read the 16-bit gradient, read and write the fp32 one), instead of
+  /// the weight-gradient GEMM accumulating in place.
+  bool fp32GradAccumulationPass = false;
   /// Biases on the attention and MLP projections.
   bool biases = true;
   /// A learned position table [seq_len, hidden] (rotary embeddings have none).

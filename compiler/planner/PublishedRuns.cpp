@@ -227,6 +227,14 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       pin("sp=true");
     else if (sp == "no")
       pin("sp=false");
+    // DeepSpeed's pipeline topology ('pipe', 'data', 'model'): tensor
+    // parallel innermost, then data, pipeline stages outermost.
+    if (contains(framework, "DeepSpeed"))
+      pin("placement=tp,dp,pp");
+    // DeepSpeed's bf16 optimizer accumulates each micro-batch's gradients
+    // into fp32 buffers in a pass of its own.
+    if (contains(zero, "DeepSpeed bf16 optimizer"))
+      m.fp32GradAccumulationPass = true;
     if (m.attention == ModelDesc::Attention::Unfused)
       r.reading += " (unfused attention)";
     else if (contains(gpu, "H100") && contains(framework, "flash attn"))

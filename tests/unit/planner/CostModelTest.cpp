@@ -502,6 +502,24 @@ TEST(CostModel, OpLevelSelectiveRecomputesEveryOtherMatmulAndPointwise) {
                    plain.stageCosts(none).layerCompute);
 }
 
+TEST(CostModel, Fp32GradAccumulationPassReadsAndWritesEachGradient) {
+  // DeepSpeed's bf16 optimizer: per micro-batch, each of the layer's
+  // parameters on the rank (12 h^2 + 13 h over tp = 4) moves its bf16
+  // gradient (2 bytes) and its fp32 accumulator (read and write, 8) once,
+  // one memory-bound kernel at 0.8 of 2039 GB/s plus 5 us.
+  ModelDesc m = gpt(14336, 112, 4, 2048, 250880);
+  ModelDesc ds = m;
+  ds.fp32GradAccumulationPass = true;
+  Plan p = plan(1, 4, 1, 2, 1);
+  double base =
+      AnalyticalCostModel(m, preset("dgx-a100:1")).stageCosts(p).layerCompute;
+  double slow =
+      AnalyticalCostModel(ds, preset("dgx-a100:1")).stageCosts(p).layerCompute;
+  double h = 14336, params = 12 * h * h + 13 * h;
+  EXPECT_EQ(m.layerParams(), int64_t(params));
+  EXPECT_NEAR(slow - base, params / 4 * 10 / (2039e9 * 0.8) + 5e-6, 1e-9);
+}
+
 TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {
   // CPU-kind ranks (nothing overlaps) with 100 us per ring step: ZeRO-0's
   // reduction is one all-reduce per 25 MiB bucket.
