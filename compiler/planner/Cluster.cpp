@@ -166,6 +166,15 @@ double h100GemmEfficiency() {
   return 0.72 * h100Mamf / a100Mamf;
 }
 
+/// A tile's prologue and epilogue (loading the first operand stages,
+/// writing the output) are bound by memory latency, which an H100 does not
+/// shorten, while its K loop runs at the SM's tensor rate: 989/132 against
+/// the A100's 312/108 TFLOP/s per SM. The K at which the fixed part halves
+/// the tile's efficiency grows by that ratio: 128 x 2.59 = 332.
+double h100GemmDepthHalf() {
+  return 128.0 * (989.0 / 132.0) / (312.0 / 108.0);
+}
+
 static ClusterSpec withH100(ClusterSpec c) {
   c.device.gemmEfficiency = h100GemmEfficiency();
   // Fused attention as cuDNN runs it on Hopper (Transformer Engine's
@@ -174,6 +183,7 @@ static ClusterSpec withH100(ClusterSpec c) {
   // of 989 TFLOP/s. docs/cost-model.md, "Fused attention".
   c.device.attentionEfficiency = 518.0 / 989.0;
   c.device.attentionBackwardEfficiency = 499.0 / 989.0;
+  c.device.gemmDepthHalf = h100GemmDepthHalf();
   c.levels[0].nvlsBusBandwidth = 480e9;
   c.device.expRate = 132 * 16 * 1.83e9;
   return c;

@@ -80,6 +80,9 @@ void applyKindDefaults(DeviceSpec &device);
 
 /// The dgx-h100 / h100 presets' sustained GEMM efficiency (Cluster.cpp).
 double h100GemmEfficiency();
+/// The dgx-h100 / h100 presets' `gemm_depth_half`: the A100's 128 scaled by
+/// the per-SM tensor rate (Cluster.cpp).
+double h100GemmDepthHalf();
 
 /// One level of the topology tree, innermost first. `size` units of the level
 /// below (devices for level 0) form one unit of this level.

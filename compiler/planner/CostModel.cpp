@@ -108,7 +108,9 @@ double AnalyticalCostModel::fusedAttentionTime(double heads, double s, double d,
     double eff = backward && dev.attentionBackwardEfficiency > 0
                      ? dev.attentionBackwardEfficiency
                      : dev.attentionEfficiency;
-    compute = flops / (peak * eff * tileEff * depthEff);
+    // The measurement already pays the K loop's fixed part (at sequence 4k,
+    // within the 2k-8k band these rates are flat across), so no depthEff.
+    compute = flops / (peak * eff * tileEff);
   } else {
     compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
     // Softmax exponentials on the special-function units, one per unmasked

@@ -147,6 +147,8 @@ topology:
     ASSERT_TRUE(h100) << err;
     EXPECT_NEAR(h100->device.gemmEfficiency, 0.67158, 5e-5) << name;
     EXPECT_DOUBLE_EQ(h100->device.gemmEfficiency, h100GemmEfficiency());
+    // K 1/2 scaled by the per-SM tensor rate: 128 x (989/132)/(312/108).
+    EXPECT_NEAR(h100->device.gemmDepthHalf, 331.97, 0.01) << name;
   }
   // A CPU device gets the local:N preset's numbers.
   text = "device: {kind: cpu, memory: 4 GiB, memory_bandwidth: 20 GB/s, "
