@@ -90,7 +90,7 @@ device:
   memory_bandwidth: 2039 GB/s
   peak_flops: {bfloat16: 312 TFLOP/s, float32: 19.5 TFLOP/s}
   compute_units: 108
-  efficiency: {gemm: 0.7, gemm_rows_half: 48, memory: 0.8, kernel_overhead: 4 us, attention: 0.35}
+  efficiency: {gemm: 0.7, gemm_rows_half: 48, memory: 0.8, attention: 0.35, kernel_overhead: 4 us}
 topology:
   - {name: nvlink, size: 8, bandwidth: 300 GB/s, latency: 3 us}
   - {name: ib, size: 2, bandwidth: 200 Gb/s, latency: 5 us, oversubscription: 2}

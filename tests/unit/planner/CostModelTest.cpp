@@ -421,9 +421,9 @@ TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
 
 TEST(CostModel, MeasuredAttentionEfficiencyReplacesTensorCoresAndExponentials) {
   // The H100 presets carry cuDNN's measured rates (518 and 499 of 989
-  // TFLOP/s): the same causal FLOPs and tile waves as above at those fractions
-  // (the measurement already pays the K loop), with no separate exponential term (the measured rate
-  // includes the softmax).
+  // TFLOP/s): the same causal FLOPs and tile waves as above at those
+  // fractions, no K-loop factor and no separate exponential term (the
+  // measured rate includes both).
   ModelDesc m = gpt(4096, 32, 4, 4096);
   m.attention = ModelDesc::Attention::Fused;
   ClusterSpec c = preset("dgx-h100:1");
@@ -468,7 +468,8 @@ TEST(CostModel, EagerRmsNormAndRotaryPayTheirOpByOpTraffic) {
                     .stageCosts(p)
                     .layerCompute;
   double T = 8192, h = 4096, kv = 1024;
-  double extra = 2 * T * h * ((36 - 4) + (72 - 6)) + T * (h + kv) * 2 * (20 - 4);
+  double extra =
+      2 * T * h * ((36 - 4) + (72 - 6)) + T * (h + kv) * 2 * (20 - 4);
   EXPECT_NEAR(slow - base, extra / (2039e9 * 0.8), 1e-9);
 }
 
@@ -493,7 +494,8 @@ TEST(CostModel, OpLevelSelectiveRecomputesEveryOtherMatmulAndPointwise) {
       cm.memoryBoundTime(T * h * 2 * e) +
       2 * cm.memoryBoundTime(T * h * 3 * e) +
       cm.memoryBoundTime(T * f * 3 * e);
-  EXPECT_NEAR(cm.stageCosts(sel).layerCompute - cm.stageCosts(none).layerCompute,
+  EXPECT_NEAR(cm.stageCosts(sel).layerCompute -
+                  cm.stageCosts(none).layerCompute,
               expected, 1e-9);
   // Without the policy, selective has nothing to rebuild under a fused
   // kernel.
