@@ -135,7 +135,12 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
                     !contains(framework, "DeepSpeed");
     // torchtitan's FSDP2 policy reduces in fp32
     // (MixedPrecisionPolicy(reduce_dtype=float32), its only choice).
-    if (megatron || r.sourceKey.rfind("TT", 0) == 0)
+    // Composer's FSDP mixed precision 'DEFAULT' (llm-foundry's MPT rows, the
+    // README's "MP Mode" column) is param_dtype = the amp dtype,
+    // reduce_dtype = float32 (composer get_mixed_precision).
+    bool composerDefault =
+        r.sourceKey == "MPT" && contains(get("precision"), "amp_");
+    if (megatron || r.sourceKey.rfind("TT", 0) == 0 || composerDefault)
       m.gradientBytes = 4;
     std::string why;
     if (!m.validate(why)) {
@@ -206,7 +211,10 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     // one wrapped transformer block at a time; Megatron-LM's DDP buckets
     // max(40M, 1M x dp) parameters; DeepSpeed's default reduce bucket is
     // 500M elements.
-    double layerBytes = double(m.layerParams()) * double(m.dtypeBytes);
+    // (FSDP's unit is one block's gradients in the reduction dtype.)
+    double layerBytes =
+        double(m.layerParams()) *
+        double(m.gradientBytes > 0 ? m.gradientBytes : m.dtypeBytes);
     if (contains(framework, "FSDP") || contains(framework, "Composer"))
       pin("bucket_bytes=" + std::to_string(int64_t(layerBytes)));
     else if (contains(framework, "DeepSpeed"))
