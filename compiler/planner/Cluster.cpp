@@ -155,16 +155,35 @@ static ClusterSpec withA100(ClusterSpec c) {
 ///
 /// Sustained GEMM efficiency: the A100's 0.72 (0.9 clock x 0.8 cuBLAS, set on
 /// the SC'21 rows) scaled by the ratio of the two GPUs' maximum achievable
-/// matmul throughput measured the same way (mamf-finder, best bf16 shape:
-/// A100 SXM 267.9 of 312, H100 SXM 80GB 821.2 of 989 TFLOP/s;
-/// github.com/mag-/gpu_benchmark README). docs/cost-model.md, "Devices".
+/// matmul throughput measured the same way (mamf-finder, best bf16 shape,
+/// Stas Bekman's ml-engineering compute/accelerator README, "Maximum
+/// Achievable Matmul FLOPS comparison table": A100 SXM 267.9 of 312, H100
+/// SXM 792.1 of 989 TFLOP/s). The 821 TFLOP/s figure of the same table is
+/// the GH200, whose module has a larger power budget than the H100 SXM's
+/// 700 W. docs/cost-model.md, "H100 GEMM efficiency".
 double h100GemmEfficiency() {
-  constexpr double a100Mamf = 267.9 / 312.0, h100Mamf = 821.2 / 989.0;
+  constexpr double a100Mamf = 267.9 / 312.0, h100Mamf = 792.1 / 989.0;
   return 0.72 * h100Mamf / a100Mamf;
+}
+
+/// A tile's prologue and epilogue (loading the first operand stages,
+/// writing the output) are bound by memory latency, which an H100 does not
+/// shorten, while its K loop runs at the SM's tensor rate: 989/132 against
+/// the A100's 312/108 TFLOP/s per SM. The K at which the fixed part halves
+/// the tile's efficiency grows by that ratio: 128 x 2.59 = 332.
+double h100GemmDepthHalf() {
+  return 128.0 * (989.0 / 132.0) / (312.0 / 108.0);
 }
 
 static ClusterSpec withH100(ClusterSpec c) {
   c.device.gemmEfficiency = h100GemmEfficiency();
+  // Fused attention as cuDNN runs it on Hopper (Transformer Engine's
+  // preferred backend there): FlashAttention-3 paper (arXiv:2407.08608)
+  // Fig. 5, head dim 128, sequence 4k: causal forward 518 and backward 499
+  // of 989 TFLOP/s. docs/cost-model.md, "Fused attention".
+  c.device.attentionEfficiency = 518.0 / 989.0;
+  c.device.attentionBackwardEfficiency = 499.0 / 989.0;
+  c.device.gemmDepthHalf = h100GemmDepthHalf();
   c.levels[0].nvlsBusBandwidth = 480e9;
   c.device.expRate = 132 * 16 * 1.83e9;
   return c;
@@ -492,13 +511,18 @@ private:
     if (YAML::Node e = dev["efficiency"]) {
       if (!e.IsMap()) {
         error(e, "'efficiency' must be a mapping: {gemm, gemm_depth_half, "
-                 "gemm_rows_half, memory, kernel_overhead}");
+                 "gemm_rows_half, memory, kernel_overhead, attention, "
+                 "attention_backward}");
         return;
       }
       checkKeys(e,
                 {"gemm", "gemm_depth_half", "gemm_rows_half", "memory",
-                 "kernel_overhead"},
+                 "kernel_overhead", "attention", "attention_backward"},
                 "'efficiency'");
+      if (auto v = quantity(e, "attention", "fraction", false, "0.52"))
+        d.attentionEfficiency = *v;
+      if (auto v = quantity(e, "attention_backward", "fraction", false, "0.5"))
+        d.attentionBackwardEfficiency = *v;
       if (auto v = quantity(e, "gemm", "fraction", false, "0.8"))
         d.gemmEfficiency = *v;
       if (auto v = quantity(e, "gemm_depth_half", "count", false, "128"))
@@ -509,7 +533,8 @@ private:
         d.memoryEfficiency = *v;
       if (auto v = quantity(e, "kernel_overhead", "time", false, "5 us"))
         d.kernelOverheadS = *v;
-      for (const char *k : {"gemm", "memory"})
+      for (const char *k :
+           {"gemm", "memory", "attention", "attention_backward"})
         if (e[k] && e[k].IsScalar()) {
           auto v = parseQuantity(e[k].Scalar(), "fraction");
           if (v && (*v <= 0 || *v > 1))

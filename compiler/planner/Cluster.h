@@ -62,6 +62,11 @@ struct DeviceSpec {
   /// Exponentials per second of the special-function units (softmax inside
   /// a fused attention kernel); 0 = not modelled.
   double expRate = 0;
+  /// Measured fraction of the dense peak a fused attention kernel sustains,
+  /// softmax included, forward and (when given) backward: cuDNN's on an
+  /// H100, 0.52 and 0.50; 0 = tensor cores at gemmEfficiency plus the
+  /// exponentials.
+  double attentionEfficiency = 0, attentionBackwardEfficiency = 0;
 
   /// Peak for `dtype`, falling back to float32's; 0 if neither is given.
   double peakFor(const std::string &dtype) const;
@@ -75,6 +80,9 @@ void applyKindDefaults(DeviceSpec &device);
 
 /// The dgx-h100 / h100 presets' sustained GEMM efficiency (Cluster.cpp).
 double h100GemmEfficiency();
+/// The dgx-h100 / h100 presets' `gemm_depth_half`: the A100's 128 scaled by
+/// the per-SM tensor rate (Cluster.cpp).
+double h100GemmDepthHalf();
 
 /// One level of the topology tree, innermost first. `size` units of the level
 /// below (devices for level 0) form one unit of this level.

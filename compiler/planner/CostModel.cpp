@@ -115,12 +115,24 @@ double AnalyticalCostModel::fusedAttentionTime(double heads, double s, double d,
   }
   double depth = s * causal; // keys each query block iterates over
   double depthEff = depth / (depth + dev.gemmDepthHalf);
-  double compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
-  // Softmax exponentials on the special-function units, one per unmasked
-  // score forward and again backward (P is rebuilt), serialised with the
-  // tensor-core work within each thread block (FlashAttention-2's loop).
-  if (dev.expRate > 0)
-    compute += s * s * heads * causal / (dev.expRate * tileEff);
+  double compute;
+  if (dev.attentionEfficiency > 0) {
+    // A measured whole-kernel rate (softmax included) for the kernel the
+    // stack runs, e.g. FlashAttention-2 on an H100 (docs/cost-model.md).
+    double eff = backward && dev.attentionBackwardEfficiency > 0
+                     ? dev.attentionBackwardEfficiency
+                     : dev.attentionEfficiency;
+    // The measurement already pays the K loop's fixed part (at sequence 4k,
+    // within the 2k-8k band these rates are flat across), so no depthEff.
+    compute = flops / (peak * eff * tileEff);
+  } else {
+    compute = flops / (peak * dev.gemmEfficiency * tileEff * depthEff);
+    // Softmax exponentials on the special-function units, one per unmasked
+    // score forward and again backward (P is rebuilt), serialised with the
+    // tensor-core work within each thread block (FlashAttention-2's loop).
+    if (dev.expRate > 0)
+      compute += s * s * heads * causal / (dev.expRate * tileEff);
+  }
   // Q, K, V read and O written; backward also reads O, dO and writes dQ, dK,
   // dV.
   double bytes = double(m.dtypeBytes) * s * d * heads * (backward ? 8 : 4);
@@ -267,6 +279,11 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
   double gemmInput = T * h * e / (keepsGathered ? 1.0 : outside);
   auto layerNorm = [&] {
     pointwise(T * h / outside, 2 * e, 3 * e, T * h * e / outside + normStats);
+    if (m.eagerNorms && m.rmsNorm) { // the reference module op by op
+      LayerOp &o = ops.back();
+      o.fwdBytes = AnalyticalCostModel::eagerRmsNormForwardBytes(e);
+      o.bwdBytes = AnalyticalCostModel::eagerRmsNormBackwardBytes(e);
+    }
   };
   // Bias + dropout + residual add, fused: reads two, writes one and a mask;
   // without dropout and biases, the plain residual add.
@@ -285,8 +302,11 @@ static std::vector<LayerOp> layerOps(const ModelDesc &m, double b, double t,
     double qkvLocal = h / t + 2 * kvLocal;
     layerNorm();
     gemm(T, qkvLocal, h, 1, gemmInput); // qkv; saves its (gathered) input
-    if (!m.learnedPositions)            // rotary embeddings of q and k
-      pointwise(T * (h / t + kvLocal), 2 * e, 2 * e, 0);
+    if (!m.learnedPositions) {          // rotary embeddings of q and k
+      double r =
+          m.eagerNorms ? AnalyticalCostModel::eagerRotaryBytes(e) : 2 * e;
+      pointwise(T * (h / t + kvLocal), r, r, 0);
+    }
     if (fused) {
       // One kernel (strata.causal_attention, FlashAttention-2): Q K^T and
       // P V stay in the tile; saves Q, K and V (kv heads once), the output
@@ -351,7 +371,7 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
       return it->second;
   }
   LayerCost lc;
-  double coreFwd = 0, coreSaved = 0;
+  double coreFwd = 0, coreSaved = 0, pointwiseFwd = 0;
   bool fused = fusedAttention();
   for (const LayerOp &o : layerOps(m, double(p.microBatch), double(p.tp), p.sp,
                                    fused, stratasLayout())) {
@@ -366,6 +386,7 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     } else {
       fwd = memoryBoundTime(o.elements * o.fwdBytes);
       bwd = memoryBoundTime(o.elements * o.bwdBytes);
+      pointwiseFwd += fwd;
     }
     lc.fwd += fwd;
     lc.bwd += bwd;
@@ -376,6 +397,10 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
   }
   double e = double(m.dtypeBytes);
   double T = double(p.microBatch) * double(m.seqLen);
+  // DeepSpeed's bf16 optimizer: every micro-batch adds the layer's 16-bit
+  // weight gradients into fp32 buffers (read e, read and write 4 each).
+  if (m.fp32GradAccumulationPass)
+    lc.bwd += memoryBoundTime(double(m.layerParams()) / double(p.tp) * (e + 8));
   double t = double(p.tp), outside = p.sp ? t : 1.0;
   double layerInput = T * double(m.hidden) * e / outside;
   // The gradient buffers a layer's backward adds at its fullest: the
@@ -397,6 +422,17 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
     lc.recompute = coreFwd;
     lc.transient = coreSaved;
     lc.saved -= coreSaved;
+    // torchtitan's op-level policy: every elementwise op and the 2nd, 4th
+    // and 6th matmul of the layer (wk, wo, w3) run again.
+    if (m.opLevelSelective && fused && m.gatedMlp &&
+        m.kind == ModelDesc::Kind::Transformer) {
+      double h = double(m.hidden);
+      double kvLocal = m.replicatesKvHeads(p.tp) ? double(m.hidden / m.heads)
+                                                 : double(m.kvWidth()) / t;
+      lc.recompute = pointwiseFwd + gemmTime(T, kvLocal, h, 1) +
+                     gemmTime(T, h, h / t, 1) +
+                     gemmTime(T, double(m.ffnHidden) / t, h, 1);
+    }
     break;
   case Recompute::Full:
     // Only the layer input stays; the backward rebuilds the rest.

@@ -160,6 +160,18 @@ public:
   /// write e): 12 + e.
   static double crossEntropyForwardBytes(double e) { return 36 + e; }
   static double crossEntropyBackwardBytes(double e) { return 12 + e; }
+  /// Bytes per element of the reference RMSNorm run op by op (ModelDesc::
+  /// eagerNorms): forward x.float() (read e, write 4), pow(2) (4, 4),
+  /// mean (4), x * rsqrt (4, 4), type_as (4, e), * weight (e, e): 28 + 4e;
+  /// backward the weight product's input and weight gradients (e, e; e and
+  /// e, e; e), the casts (e, 4; 4, e), x * rsqrt's two gradients (4, 4;
+  /// 4 and 4, 4; 4), pow's (4 and 4, 4) and their sum (4 and 4, 4):
+  /// 56 + 8e.
+  static double eagerRmsNormForwardBytes(double e) { return 28 + 4 * e; }
+  static double eagerRmsNormBackwardBytes(double e) { return 56 + 8 * e; }
+  /// Eager rotary embedding (complex multiply in fp32), each direction:
+  /// cast up (e, 4), complex product (4, 4), cast down (4, e): 16 + 2e.
+  static double eagerRotaryBytes(double e) { return 16 + 2 * e; }
   /// What a collective of `comm` seconds adds to `compute` seconds of
   /// kernels it overlaps: the compute units its kernels occupy
   /// (DeviceSpec::collectiveUnits) slow the compute while both run, and

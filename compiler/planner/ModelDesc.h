@@ -75,6 +75,20 @@ struct ModelDesc {
   bool gatedMlp = false;
   /// RMSNorm (a weight only) instead of LayerNorm (weight and bias).
   bool rmsNorm = false;
+  /// The RMSNorm and rotary embeddings run as the reference PyTorch modules,
+  /// op by op in fp32 (torchtitan without torch.compile), not as fused
+  /// kernels; costed per kernel (docs/cost-model.md, "Eager norms").
+  bool eagerNorms = false;
+  /// Selective recomputation is torchtitan's op-level policy (Llama with a
+  /// fused attention kernel): the attention kernel's output and every other
+  /// matmul's (wq, wv, w1, w2) are kept, the rest of the layer's forward
+  /// (wk, wo, w3 and every elementwise op) runs again in backward.
+  bool opLevelSelective = false;
+  /// Each micro-batch's 16-bit weight gradients are added into fp32
+  /// gradient buffers by a separate pass (DeepSpeed's BF16_Optimizer:
+  /// read the 16-bit gradient, read and write the fp32 one), instead of
+  /// the weight-gradient GEMM accumulating in place.
+  bool fp32GradAccumulationPass = false;
   /// Biases on the attention and MLP projections.
   bool biases = true;
   /// A learned position table [seq_len, hidden] (rotary embeddings have none).

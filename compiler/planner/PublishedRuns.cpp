@@ -112,6 +112,11 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     // ALiBi instead of a position table and no dropout; the others are GPT.
     if (r.sourceKey.rfind("TT", 0) == 0) {
       m.gatedMlp = true, m.rmsNorm = true, m.biases = false;
+      // "no torch.compile": the reference RMSNorm and rotary run op by op
+      // (train_configs/llama*.toml: norm_type = "rmsnorm", compile = false).
+      m.eagerNorms = contains(framework, "no torch.compile");
+      // recompute "selective (op-level SAC)": selective_ac_option = 'op'.
+      m.opLevelSelective = true;
       m.learnedPositions = false, m.dropout = false, m.tiedEmbedding = false;
     } else if (r.sourceKey == "MPT") {
       m.biases = false, m.learnedPositions = false, m.dropout = false;
@@ -130,7 +135,12 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
                     !contains(framework, "DeepSpeed");
     // torchtitan's FSDP2 policy reduces in fp32
     // (MixedPrecisionPolicy(reduce_dtype=float32), its only choice).
-    if (megatron || r.sourceKey.rfind("TT", 0) == 0)
+    // Composer's FSDP mixed precision 'DEFAULT' (llm-foundry's MPT rows, the
+    // README's "MP Mode" column) is param_dtype = the amp dtype,
+    // reduce_dtype = float32 (composer get_mixed_precision).
+    bool composerDefault =
+        r.sourceKey == "MPT" && contains(get("precision"), "amp_");
+    if (megatron || r.sourceKey.rfind("TT", 0) == 0 || composerDefault)
       m.gradientBytes = 4;
     std::string why;
     if (!m.validate(why)) {
@@ -155,6 +165,14 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     static const std::regex perGpu(R"(~?([0-9.]+) Gb/s per GPU)");
     if (std::regex_search(net, match, perGpu) && c->levels.size() > 1)
       c->levels[1].bandwidth = std::stod(match[1]) * 1e9 / 8;
+    // llm-foundry's "flash attn" of 2024 is the flash-attn 2 package, which
+    // predates Hopper's asynchronous tensor cores: FlashAttention-3 (Shah et
+    // al., arXiv:2407.08608, Fig. 5, head dim 128, sequence 4k) measures it
+    // at 319 (causal forward) and 310 (backward) of an H100's 989 TFLOP/s.
+    if (contains(gpu, "H100") && contains(framework, "flash attn")) {
+      c->device.attentionEfficiency = 319.0 / 989.0;
+      c->device.attentionBackwardEfficiency = 310.0 / 989.0;
+    }
     r.cluster = *c;
 
     SearchOptions &o = r.options;
@@ -193,7 +211,10 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     // one wrapped transformer block at a time; Megatron-LM's DDP buckets
     // max(40M, 1M x dp) parameters; DeepSpeed's default reduce bucket is
     // 500M elements.
-    double layerBytes = double(m.layerParams()) * double(m.dtypeBytes);
+    // (FSDP's unit is one block's gradients in the reduction dtype.)
+    double layerBytes =
+        double(m.layerParams()) *
+        double(m.gradientBytes > 0 ? m.gradientBytes : m.dtypeBytes);
     if (contains(framework, "FSDP") || contains(framework, "Composer"))
       pin("bucket_bytes=" + std::to_string(int64_t(layerBytes)));
     else if (contains(framework, "DeepSpeed"))
@@ -214,8 +235,20 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       pin("sp=true");
     else if (sp == "no")
       pin("sp=false");
+    // DeepSpeed's pipeline topology ('pipe', 'data', 'model'): tensor
+    // parallel innermost, then data, pipeline stages outermost.
+    if (contains(framework, "DeepSpeed"))
+      pin("placement=tp,dp,pp");
+    // DeepSpeed's bf16 optimizer accumulates each micro-batch's gradients
+    // into fp32 buffers in a pass of its own.
+    if (contains(zero, "DeepSpeed bf16 optimizer"))
+      m.fp32GradAccumulationPass = true;
     if (m.attention == ModelDesc::Attention::Unfused)
       r.reading += " (unfused attention)";
+    else if (contains(gpu, "H100") && contains(framework, "flash attn"))
+      r.reading += " (FlashAttention-2)";
+    if (m.eagerNorms)
+      r.reading += " (eager RMSNorm)";
     // Megatron-DeepSpeed's `--pp-partition-method type:transformer|embedding`
     // (BLOOM) balances layers and embeddings alike: the tied embedding takes
     // one layer's slot on the first and on the last stage.

@@ -90,7 +90,7 @@ device:
   memory_bandwidth: 2039 GB/s
   peak_flops: {bfloat16: 312 TFLOP/s, float32: 19.5 TFLOP/s}
   compute_units: 108
-  efficiency: {gemm: 0.7, gemm_rows_half: 48, memory: 0.8, kernel_overhead: 4 us}
+  efficiency: {gemm: 0.7, gemm_rows_half: 48, memory: 0.8, attention: 0.35, kernel_overhead: 4 us}
 topology:
   - {name: nvlink, size: 8, bandwidth: 300 GB/s, latency: 3 us}
   - {name: ib, size: 2, bandwidth: 200 Gb/s, latency: 5 us, oversubscription: 2}
@@ -106,6 +106,7 @@ TEST(Cluster, YamlSpecParses) {
   EXPECT_DOUBLE_EQ(c->device.gemmEfficiency, 0.7);
   EXPECT_DOUBLE_EQ(c->device.kernelOverheadS, 4e-6);
   EXPECT_DOUBLE_EQ(c->device.gemmRowsHalf, 48);
+  EXPECT_DOUBLE_EQ(c->device.attentionEfficiency, 0.35);
   EXPECT_DOUBLE_EQ(c->levels[1].bandwidth, 25e9);
   EXPECT_DOUBLE_EQ(c->levels[1].oversubscription, 2.0);
 }
@@ -139,12 +140,15 @@ topology:
     EXPECT_DOUBLE_EQ(d->gemmDepthHalf, 128);
   }
   // H100 presets: A100's 0.72 scaled by the measured matmul ratio
-  // (821.2/989) / (267.9/312) = 0.96702 -> 0.69625.
+  // (792.1/989) / (267.9/312) = 0.93275 -> 0.67158 (H100 SXM at 700 W, not
+  // the GH200's 821.0 of the same table).
   for (const char *name : {"dgx-h100:1", "h100:8"}) {
     auto h100 = clusterPreset(name, err, isPreset);
     ASSERT_TRUE(h100) << err;
-    EXPECT_NEAR(h100->device.gemmEfficiency, 0.69625, 5e-5) << name;
+    EXPECT_NEAR(h100->device.gemmEfficiency, 0.67158, 5e-5) << name;
     EXPECT_DOUBLE_EQ(h100->device.gemmEfficiency, h100GemmEfficiency());
+    // K 1/2 scaled by the per-SM tensor rate: 128 x (989/132)/(312/108).
+    EXPECT_NEAR(h100->device.gemmDepthHalf, 331.97, 0.01) << name;
   }
   // A CPU device gets the local:N preset's numbers.
   text = "device: {kind: cpu, memory: 4 GiB, memory_bandwidth: 20 GB/s, "

@@ -420,21 +420,130 @@ TEST(CostModel, FusedAttentionKeepsNoScores) {
 
 TEST(CostModel, FusedAttentionPaysTensorCoresAndExponentials) {
   // H100, 32 heads of s = 4096, d = 128, causal: forward = 2 GEMMs of
-  // 2 s^2 d over half the blocks at H100's 0.696 of 989 TFLOP/s, with 32 x 32
-  // query blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2176), plus
+  // 2 s^2 d over half the blocks at H100's 0.672 of 989 TFLOP/s, with 32 x 32
+  // query blocks over 132 SMs (8 waves) and a K loop of 2048 (2048/2380), plus
   // s^2/2 exponentials per head at 132 x 16 x 1.83 GHz.
+  // (The preset's measured cuDNN rates are cleared: this is the derived
+  // model a device without them gets.)
   ModelDesc m = gpt(4096, 32, 4, 4096);
   m.attention = ModelDesc::Attention::Fused;
-  AnalyticalCostModel cm(m, preset("dgx-h100:1"));
+  ClusterSpec h100 = preset("dgx-h100:1");
+  h100.device.attentionEfficiency = h100.device.attentionBackwardEfficiency = 0;
+  AnalyticalCostModel cm(m, h100);
   double s = 4096, d = 128, heads = 32;
-  double tile = 1024.0 / (8 * 132), depth = 2048.0 / (2048 + 128);
-  double eff = 0.72 * (821.2 / 989) / (267.9 / 312); // 0.6963
+  double tile = 1024.0 / (8 * 132);
+  double depth = 2048.0 / (2048 + h100GemmDepthHalf()); // K 1/2 = 332
+  double eff = 0.72 * (792.1 / 989) / (267.9 / 312); // 0.6716
   double mm = 2 * 2 * s * s * d * heads * 0.5 / (989e12 * eff * tile * depth);
   double ex = s * s * heads * 0.5 / (132 * 16 * 1.83e9 * tile);
   EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false), mm + ex + 5e-6, 1e-9);
   // Backward: 5 GEMMs and the exponentials again.
   EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, true), 2.5 * mm + ex + 5e-6,
               1e-9);
+}
+
+TEST(CostModel, MeasuredAttentionEfficiencyReplacesTensorCoresAndExponentials) {
+  // The H100 presets carry cuDNN's measured rates (518 and 499 of 989
+  // TFLOP/s): the same causal FLOPs and tile waves as above at those
+  // fractions, no K-loop factor and no separate exponential term (the
+  // measured rate includes both).
+  ModelDesc m = gpt(4096, 32, 4, 4096);
+  m.attention = ModelDesc::Attention::Fused;
+  ClusterSpec c = preset("dgx-h100:1");
+  EXPECT_DOUBLE_EQ(c.device.attentionEfficiency, 518.0 / 989);
+  EXPECT_DOUBLE_EQ(c.device.attentionBackwardEfficiency, 499.0 / 989);
+  AnalyticalCostModel cm(m, c);
+  double s = 4096, d = 128, heads = 32;
+  double tile = 1024.0 / (8 * 132);
+  double flops = 2 * 2 * s * s * d * heads * 0.5;
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false),
+              flops / (518e12 * tile) + 5e-6, 1e-9);
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, true),
+              2.5 * flops / (499e12 * tile) + 5e-6, 1e-9);
+  // A forward rate alone serves both passes (FlashAttention-2 at 0.35).
+  c.device.attentionEfficiency = 0.35;
+  c.device.attentionBackwardEfficiency = 0;
+  AnalyticalCostModel fa2(m, c);
+  double fwd = flops / (989e12 * 0.35 * tile);
+  EXPECT_NEAR(fa2.fusedAttentionTime(heads, s, d, false), fwd + 5e-6, 1e-9);
+  EXPECT_NEAR(fa2.fusedAttentionTime(heads, s, d, true), 2.5 * fwd + 5e-6,
+              1e-9);
+}
+
+TEST(CostModel, EagerRmsNormAndRotaryPayTheirOpByOpTraffic) {
+  // Llama 3 8B shapes, micro-batch 1 of 8192 tokens on one A100: the
+  // reference RMSNorm run op by op moves 36 bytes per element forward and 72
+  // backward (bf16) instead of the fused kernel's 4 and 6, twice per layer
+  // over T x h; eager rotary moves 20 each way instead of 4 over
+  // T x (h + kv). Kernel counts are the same, so the layer's time grows by
+  // exactly those bytes at 0.8 of 2039 GB/s.
+  ModelDesc m = llama(4096, 32, 8, 32, 14336, 8192);
+  ModelDesc eager = m;
+  eager.eagerNorms = true;
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::eagerRmsNormForwardBytes(2), 36);
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::eagerRmsNormBackwardBytes(2), 72);
+  EXPECT_DOUBLE_EQ(AnalyticalCostModel::eagerRotaryBytes(2), 20);
+  Plan p = plan(1, 1, 1, 1, 1);
+  p.recompute = Recompute::None;
+  double base =
+      AnalyticalCostModel(m, preset("dgx-a100:1")).stageCosts(p).layerCompute;
+  double slow = AnalyticalCostModel(eager, preset("dgx-a100:1"))
+                    .stageCosts(p)
+                    .layerCompute;
+  double T = 8192, h = 4096, kv = 1024;
+  double extra =
+      2 * T * h * ((36 - 4) + (72 - 6)) + T * (h + kv) * 2 * (20 - 4);
+  EXPECT_NEAR(slow - base, extra / (2039e9 * 0.8), 1e-9);
+}
+
+TEST(CostModel, OpLevelSelectiveRecomputesEveryOtherMatmulAndPointwise) {
+  // torchtitan's op-level policy on a Llama layer (fused attention, one
+  // A100, micro-batch 1 of 8192 tokens): the backward re-runs wk
+  // [T,h]x[h,kv], wo [T,h]x[h,h], w3 [T,h]x[h,f] and the seven elementwise
+  // kernels' forwards (two norms 2e, rotary 2e over T(h+kv), the heads copy
+  // 2e, two residual adds 3e, silu(gate)*up 3e over T f).
+  ModelDesc m = llama(4096, 32, 8, 32, 14336, 8192);
+  m.attention = ModelDesc::Attention::Fused;
+  m.opLevelSelective = true;
+  AnalyticalCostModel cm(m, preset("dgx-a100:1"));
+  Plan none = plan(1, 1, 1, 1, 1), sel = none;
+  none.recompute = Recompute::None;
+  sel.recompute = Recompute::Selective;
+  double T = 8192, h = 4096, kv = 1024, f = 14336, e = 2;
+  double expected =
+      cm.gemmTime(T, kv, h, 1) + cm.gemmTime(T, h, h, 1) +
+      cm.gemmTime(T, f, h, 1) + 2 * cm.memoryBoundTime(T * h * 2 * e) +
+      cm.memoryBoundTime(T * (h + kv) * 2 * e) +
+      cm.memoryBoundTime(T * h * 2 * e) +
+      2 * cm.memoryBoundTime(T * h * 3 * e) +
+      cm.memoryBoundTime(T * f * 3 * e);
+  EXPECT_NEAR(cm.stageCosts(sel).layerCompute -
+                  cm.stageCosts(none).layerCompute,
+              expected, 1e-9);
+  // Without the policy, selective has nothing to rebuild under a fused
+  // kernel.
+  m.opLevelSelective = false;
+  AnalyticalCostModel plain(m, preset("dgx-a100:1"));
+  EXPECT_DOUBLE_EQ(plain.stageCosts(sel).layerCompute,
+                   plain.stageCosts(none).layerCompute);
+}
+
+TEST(CostModel, Fp32GradAccumulationPassReadsAndWritesEachGradient) {
+  // DeepSpeed's bf16 optimizer: per micro-batch, each of the layer's
+  // parameters on the rank (12 h^2 + 13 h over tp = 4) moves its bf16
+  // gradient (2 bytes) and its fp32 accumulator (read and write, 8) once,
+  // one memory-bound kernel at 0.8 of 2039 GB/s plus 5 us.
+  ModelDesc m = gpt(14336, 112, 4, 2048, 250880);
+  ModelDesc ds = m;
+  ds.fp32GradAccumulationPass = true;
+  Plan p = plan(1, 4, 1, 2, 1);
+  double base =
+      AnalyticalCostModel(m, preset("dgx-a100:1")).stageCosts(p).layerCompute;
+  double slow =
+      AnalyticalCostModel(ds, preset("dgx-a100:1")).stageCosts(p).layerCompute;
+  double h = 14336, params = 12 * h * h + 13 * h;
+  EXPECT_EQ(m.layerParams(), int64_t(params));
+  EXPECT_NEAR(slow - base, params / 4 * 10 / (2039e9 * 0.8) + 5e-6, 1e-9);
 }
 
 TEST(CostModel, DataParallelReductionPaysLatencyPerBucket) {

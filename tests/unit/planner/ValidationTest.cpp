@@ -118,8 +118,7 @@ TEST(Validation, PublishedRunsFitAndStayWithinTenPercent) {
   std::vector<PublishedRun> runs = readPublishedRuns(path, skipped);
   ASSERT_FALSE(runs.empty()) << "no rows parsed from " << path;
   EXPECT_TRUE(skipped.empty()) << skipped.front();
-  const std::set<std::string> knownOutside = {"A1", "C1", "C3", "D2",
-                                               "D4", "D6", "E1"};
+  const std::set<std::string> knownOutside = {"A1", "D6"};
   for (const PublishedRun &r : runs) {
     SCOPED_TRACE(r.id + " " + r.model + " (" + r.reading + ")");
     // BLOOM's partition (type:transformer|embedding): 70 layers and two
@@ -140,5 +139,76 @@ TEST(Validation, PublishedRunsFitAndStayWithinTenPercent) {
       EXPECT_NEAR(speed, 1.0, 0.10)
           << "predicted " << pred << ", measured " << r.measured << " with "
           << p.plans[0].plan.summary();
+  }
+}
+
+// llm-foundry's H100 rows ran Composer's FSDP mixed precision 'DEFAULT'
+// (amp_bf16): bf16 parameters, gradients reduced in float32. The reader
+// reduces them in fp32, one transformer block per reduction; 'PURE' (the
+// precision column "bf16") keeps the bf16 reduction.
+TEST(Validation, ComposerDefaultMixedPrecisionReducesInFp32) {
+  std::string header =
+      "row_id,source_key,source,table_or_section,url_or_repo_path,model,"
+      "params_b,layers,hidden,heads,kv_heads,ffn_hidden,vocab,seq_len,gpu,"
+      "gpu_mem_gb,gpus_per_node,intra_node_link,inter_node_bw,total_gpus,tp,"
+      "pp,vpp,dp,cp,zero_fsdp,micro_batch,global_batch_seqs,grad_accum,"
+      "recompute,seq_parallel,precision,framework,reported_tflops_per_gpu,"
+      "reported_tokens_per_s_per_gpu,reported_iter_time_s,reported_mfu_pct,"
+      "reported_other,flop_counting,derived_tokens_per_s_per_gpu,derivation,"
+      "confidence,notes";
+  auto row = [](const std::string &id, const std::string &precision) {
+    return id +
+           ",MPT,s,t,u,MPT-3B,2.65,32,2560,20,= heads (MHA),10240,50368,"
+           "2048,H100,80,8?,?,?,512,1,1,1,512,1,FSDP SHARD_GRAD_OP "
+           "(ZeRO-2),8,4096,1,none,n/a," +
+           precision +
+           ",\"Composer/llm-foundry (PyTorch FSDP, flash attn)\",388,21664,,"
+           "39.24,,x,,,HIGH,n";
+  };
+  std::string path = ::testing::TempDir() + "/composer-precision.csv";
+  {
+    std::ofstream out(path);
+    out << header << "\n"
+        << row("D6", "amp_bf16") << "\n"
+        << row("P1", "bf16") << "\n";
+  }
+  std::vector<std::string> skipped;
+  std::vector<PublishedRun> runs = readPublishedRuns(path, skipped);
+  ASSERT_EQ(runs.size(), 2u);
+  // One MPT block: q, k, v, out (4 h^2), FC1 and FC2 (2 h f), two layer
+  // norms' weight and bias (4 h), no biases elsewhere.
+  int64_t h = 2560, f = 10240;
+  int64_t block = 4 * h * h + 2 * h * f + 4 * h;
+  EXPECT_EQ(runs[0].desc.gradientBytes, 4);
+  ASSERT_TRUE(runs[0].options.pins.bucketBytes.has_value());
+  EXPECT_EQ(*runs[0].options.pins.bucketBytes, block * 4); // 314,613,760
+  EXPECT_EQ(runs[1].desc.gradientBytes, 0); // the activation dtype, bf16
+  ASSERT_TRUE(runs[1].options.pins.bucketBytes.has_value());
+  EXPECT_EQ(*runs[1].options.pins.bucketBytes, block * 2);
+}
+
+// More of llm-foundry's H100 BF16 rows (bench/planner/llm-foundry-h100,
+// docs/validation.md), read and pinned like D2-D6: every one fits, and the
+// runs with activation checkpointing ("K" rows) stay within 10%. The runs
+// without it ("N" rows) are predicted 17-33% fast (docs/validation.md
+// says what that points at); a change that brings them inside should
+// check them here too.
+TEST(Validation, LlmFoundryCheckpointedRowsStayWithinTenPercent) {
+  std::vector<std::string> skipped;
+  std::vector<PublishedRun> runs =
+      readPublishedRuns(STRATA_LLM_FOUNDRY_ROWS, skipped);
+  ASSERT_EQ(runs.size(), 20u);
+  EXPECT_TRUE(skipped.empty()) << skipped.front();
+  for (const PublishedRun &r : runs) {
+    SCOPED_TRACE(r.id + " " + r.model + " (" + r.reading + ")");
+    PlanResult p = planAsStated(r);
+    ASSERT_TRUE(p.ok) << p.error;
+    EXPECT_TRUE(p.plans[0].estimate.fits);
+    if (r.id.front() != 'K')
+      continue;
+    double pred = predictedMetric(r, p.plans[0].estimate);
+    EXPECT_NEAR(pred / r.measured, 1.0, 0.10)
+        << "predicted " << pred << ", measured " << r.measured << " with "
+        << p.plans[0].plan.summary();
   }
 }
