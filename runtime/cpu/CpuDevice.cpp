@@ -48,9 +48,12 @@ std::string profileKey(const Instruction &inst, double &flops) {
   return buf;
 }
 
-/// Opcodes whose kernels read and write bfloat16 buffers themselves; every
-/// other kernel computes in float32 on staged copies of its bf16 operands.
-bool handlesBf16(Opcode op) {
+/// Instructions whose kernels read and write their bfloat16 buffers
+/// themselves; every other kernel computes in float32 on staged copies of
+/// its bf16 operands.
+bool handlesBf16(Opcode op, const std::vector<DType> &dtypes) {
+  if (kernelTakesDtypes(op, dtypes))
+    return true;
   switch (op) {
   case Opcode::Matmul:
   case Opcode::Convert:
@@ -175,7 +178,7 @@ void CpuDevice::prepare(const RankProgram &rank) {
       if (added)
         profile_.push_back({key, flops, 0, 0.0});
       BoundStep step{kernel, std::move(b), it->second, {}, {}};
-      if (!handlesBf16(inst.opcode)) {
+      if (!handlesBf16(inst.opcode, step.bound.dtypes)) {
         const OpSchema &schema = getOpSchema(inst.opcode);
         uint64_t floats = 0;
         for (size_t i = 0; i < step.bound.operands.size(); ++i) {
@@ -208,6 +211,12 @@ void CpuDevice::prepare(const RankProgram &rank) {
         step.widened.dtypes[st.operand] = DType::F32;
       }
     }
+  if (profiling_ && bf16)
+    std::fprintf(stderr,
+                 "strata: STRATA_PROFILE: arena %llu bytes; bf16 operands of "
+                 "float32-only kernels staged outside it: %llu bytes\n",
+                 (unsigned long long)arenaBytes_,
+                 (unsigned long long)stagingBytes());
   static bool told = false;
   if (bf16 && !hasBf16Gemm() && !told) {
     told = true;

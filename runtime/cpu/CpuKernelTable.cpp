@@ -35,14 +35,26 @@ void runCopy(const B &b, const C &) { copy(b.f32(0), b.f32(1), b.elements[0]); }
 void runAccumulate(const B &b, const C &) {
   accumulate(b.f32(0), b.f32(1), b.elements[0]);
 }
+// Kernels with a bf16 form take it when kernelTakesDtypes says so (then
+// their activation operands are all bf16); otherwise every operand is f32
+// (the device stages bf16 ones).
 void runAdd(const B &b, const C &) {
-  add(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    add(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    add(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runMul(const B &b, const C &) {
-  mul(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    mul(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    mul(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runScale(const B &b, const C &) {
-  scale(b.f32(0), b.f32(1), b.elements[0], float(b.fattr(0)));
+  if (b.isBf16(0))
+    scale(b.bf16(0), b.bf16(1), b.elements[0], float(b.fattr(0)));
+  else
+    scale(b.f32(0), b.f32(1), b.elements[0], float(b.fattr(0)));
 }
 void runTranspose(const B &b, const C &) {
   int rank = int(b.attr(0));
@@ -95,17 +107,31 @@ void runEmbeddingBwd(const B &b, const C &) {
 }
 void runBiasAdd(const B &b, const C &) {
   int64_t n = b.attr(0);
-  biasAdd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n);
+  if (b.isBf16(0))
+    biasAdd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0] / n, n);
+  else
+    biasAdd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n);
 }
 void runBiasGrad(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  biasGrad(b.f32(0), b.f32(1), b.elements[0] / n, n);
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  if (!b.isBf16(0))
+    biasGrad(b.f32(0), b.f32(1), rows, n);
+  else if (b.isBf16(1))
+    biasGrad(b.bf16(0), b.bf16(1), rows, n);
+  else
+    biasGrad(b.bf16(0), b.f32(1), rows, n);
 }
 void runGeluFwd(const B &b, const C &) {
-  geluFwd(b.f32(0), b.f32(1), b.elements[0]);
+  if (b.isBf16(0))
+    geluFwd(b.bf16(0), b.bf16(1), b.elements[0]);
+  else
+    geluFwd(b.f32(0), b.f32(1), b.elements[0]);
 }
 void runGeluBwd(const B &b, const C &) {
-  geluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    geluBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    geluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runReluFwd(const B &b, const C &) {
   reluFwd(b.f32(0), b.f32(1), b.elements[0]);
@@ -114,14 +140,26 @@ void runReluBwd(const B &b, const C &) {
   reluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runLayerNormFwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  layerNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-               b.elements[0] / n, n, float(b.fattr(0)));
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  float eps = float(b.fattr(0));
+  if (b.isBf16(0))
+    layerNormFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.f32(4),
+                 b.f32(5), rows, n, eps);
+  else
+    layerNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+                 rows, n, eps);
 }
 void runLayerNormBwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  layerNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-               b.f32(6), b.f32(7), b.elements[0] / n, n);
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  if (!b.isBf16(0))
+    layerNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+                 b.f32(6), b.f32(7), rows, n);
+  else if (b.isBf16(6))
+    layerNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.f32(4),
+                 b.bf16(5), b.bf16(6), b.bf16(7), rows, n);
+  else
+    layerNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.f32(4),
+                 b.bf16(5), b.f32(6), b.f32(7), rows, n);
 }
 void runSoftmaxFwd(const B &b, const C &) {
   int64_t n = b.attr(0);
@@ -392,6 +430,35 @@ std::array<KernelFn, 65536> buildTable() {
 }
 
 } // namespace
+
+bool kernelTakesDtypes(Opcode op, const std::vector<DType> &dtypes) {
+  auto all = [&](std::initializer_list<size_t> operands, DType t) {
+    for (size_t i : operands)
+      if (i >= dtypes.size() || dtypes[i] != t)
+        return false;
+    return true;
+  };
+  const DType H = DType::BF16, F = DType::F32;
+  switch (op) {
+  case Opcode::Add:
+  case Opcode::Mul:
+  case Opcode::BiasAdd:
+  case Opcode::GeluBwd:
+    return all({0, 1, 2}, H);
+  case Opcode::Scale:
+  case Opcode::GeluFwd:
+    return all({0, 1}, H);
+  case Opcode::BiasGrad: // into a float32 or a bf16 gradient
+    return all({0}, H);
+  case Opcode::LayerNormFwd:
+    return all({0, 1, 2, 3}, H) && all({4, 5}, F);
+  case Opcode::LayerNormBwd:
+    return all({0, 1, 2, 5}, H) && all({3, 4}, F) &&
+           (all({6, 7}, H) || all({6, 7}, F));
+  default:
+    return false;
+  }
+}
 
 KernelFn lookupCpuKernel(Opcode opcode) {
   static const std::array<KernelFn, 65536> table = buildTable();

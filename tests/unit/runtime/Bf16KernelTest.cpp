@@ -1,0 +1,184 @@
+//===- Bf16KernelTest.cpp - Kernels that read and write bf16 themselves ---===//
+//
+// Part of the Strata project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every kernel with a bfloat16 form, run by the CPU device on bf16 buffers,
+// gives bit for bit what its float32 form gives on the widened values with
+// the results narrowed once (what the device's staging computed before),
+// and the device stages nothing for it: no float32 copy outside the arena.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/kernels/Bf16Math.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+using namespace strata::rt;
+using strata::kernels::bf16ToFloat;
+using strata::kernels::floatToBf16;
+
+namespace {
+
+struct Operand {
+  DType dtype;          ///< In the bf16 program (the reference is all f32).
+  int64_t elements;
+  bool positive = false; ///< rstd-like statistics
+};
+
+struct Result {
+  std::vector<std::vector<float>> values; ///< Per operand, as floats.
+  uint64_t stagingBytes = 0;
+};
+
+/// Runs one instruction on buffers of the given dtypes (or all float32),
+/// from the same initial values.
+Result runOne(Opcode op, const std::vector<Operand> &ops,
+           const std::vector<int64_t> &ints, const std::vector<double> &floats,
+           bool allF32, unsigned seed) {
+  RankProgram rank;
+  uint64_t offset = 0;
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  Instruction inst;
+  inst.opcode = op, inst.ints = ints, inst.floats = floats;
+  std::vector<std::vector<float>> init;
+  for (const Operand &o : ops) {
+    BufferDesc b;
+    b.name = "b" + std::to_string(rank.buffers.size());
+    b.dtype = allF32 ? DType::F32 : o.dtype;
+    b.shape = {o.elements};
+    b.offset = offset;
+    offset += (uint64_t(o.elements) * 4 + 63) / 64 * 64;
+    inst.operands.push_back(uint32_t(rank.buffers.size()));
+    rank.buffers.push_back(b);
+    std::vector<float> v(size_t(o.elements));
+    for (float &x : v) {
+      x = dist(gen);
+      if (o.positive)
+        x = 0.5f + std::fabs(x);
+      if (o.dtype == DType::BF16) // representable in both programs
+        x = bf16ToFloat(floatToBf16(x));
+    }
+    init.push_back(v);
+  }
+  rank.arenaBytes = offset;
+  rank.sequences[int(SequenceKind::Microbatch)].push_back(inst);
+  cpu::CpuDevice device;
+  device.prepare(rank);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const BufferDesc &b = rank.buffers[i];
+    if (b.dtype == DType::BF16) {
+      std::vector<uint16_t> h(init[i].size());
+      for (size_t j = 0; j < h.size(); ++j)
+        h[j] = floatToBf16(init[i][j]);
+      device.upload(b.offset, h.data(), h.size() * 2);
+    } else {
+      device.upload(b.offset, init[i].data(), init[i].size() * 4);
+    }
+  }
+  device.run(SequenceKind::Microbatch, ExecContext{});
+  Result out;
+  out.stagingBytes = device.stagingBytes();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const BufferDesc &b = rank.buffers[i];
+    std::vector<float> v(init[i].size());
+    if (b.dtype == DType::BF16) {
+      std::vector<uint16_t> h(v.size());
+      device.download(b.offset, h.data(), h.size() * 2);
+      for (size_t j = 0; j < v.size(); ++j)
+        v[j] = bf16ToFloat(h[j]);
+    } else {
+      device.download(b.offset, v.data(), v.size() * 4);
+    }
+    out.values.push_back(v);
+  }
+  return out;
+}
+
+void expectNativeAndExact(const char *what, Opcode op,
+                          const std::vector<Operand> &ops,
+                          const std::vector<int64_t> &ints,
+                          const std::vector<double> &floats = {}) {
+  SCOPED_TRACE(what);
+  EXPECT_TRUE(cpu::kernelTakesDtypes(op, [&] {
+    std::vector<DType> d;
+    for (const Operand &o : ops)
+      d.push_back(o.dtype);
+    return d;
+  }()));
+  Result native = runOne(op, ops, ints, floats, false, 11);
+  Result wide = runOne(op, ops, ints, floats, true, 11);
+  EXPECT_EQ(native.stagingBytes, 0u);
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (size_t j = 0; j < native.values[i].size(); ++j) {
+      float want = wide.values[i][j];
+      if (ops[i].dtype == DType::BF16)
+        want = bf16ToFloat(floatToBf16(want));
+      ASSERT_EQ(native.values[i][j], want) << "operand " << i << " [" << j
+                                           << "]";
+    }
+}
+
+constexpr DType H = DType::BF16, F = DType::F32;
+
+TEST(Bf16KernelTest, ElementwiseKernels) {
+  const int64_t n = 1000; // not a multiple of the vector width
+  expectNativeAndExact("add", Opcode::Add, {{H, n}, {H, n}, {H, n}}, {});
+  expectNativeAndExact("mul", Opcode::Mul, {{H, n}, {H, n}, {H, n}}, {});
+  expectNativeAndExact("scale", Opcode::Scale, {{H, n}, {H, n}}, {}, {0.3});
+  expectNativeAndExact("gelu_fwd", Opcode::GeluFwd, {{H, n}, {H, n}}, {});
+  expectNativeAndExact("gelu_bwd", Opcode::GeluBwd, {{H, n}, {H, n}, {H, n}},
+                       {});
+}
+
+TEST(Bf16KernelTest, BiasKernels) {
+  const int64_t rows = 7, n = 72;
+  expectNativeAndExact("bias_add", Opcode::BiasAdd,
+                       {{H, rows * n}, {H, n}, {H, rows * n}}, {n});
+  expectNativeAndExact("bias_grad into f32", Opcode::BiasGrad,
+                       {{H, rows * n}, {F, n}}, {n});
+  expectNativeAndExact("bias_grad into bf16", Opcode::BiasGrad,
+                       {{H, rows * n}, {H, n}}, {n});
+}
+
+TEST(Bf16KernelTest, LayerNorm) {
+  const int64_t rows = 5, n = 72;
+  expectNativeAndExact(
+      "layernorm_fwd", Opcode::LayerNormFwd,
+      {{H, rows * n}, {H, n}, {H, n}, {H, rows * n}, {F, rows}, {F, rows}},
+      {n}, {1e-5});
+  for (DType g : {F, H})
+    expectNativeAndExact(g == F ? "layernorm_bwd f32 dgamma"
+                                : "layernorm_bwd bf16 dgamma",
+                         Opcode::LayerNormBwd,
+                         {{H, rows * n},
+                          {H, rows * n},
+                          {H, n},
+                          {F, rows},
+                          {F, rows, true},
+                          {H, rows * n},
+                          {g, n},
+                          {g, n}},
+                         {n});
+}
+
+TEST(Bf16KernelTest, MixedDtypesAreStaged) {
+  // An f32 bias on a bf16 activation has no bf16 form: the device stages
+  // it, as before, and the result is still the f32 kernel's, narrowed.
+  EXPECT_FALSE(cpu::kernelTakesDtypes(Opcode::BiasAdd, {H, F, H}));
+  EXPECT_FALSE(cpu::kernelTakesDtypes(Opcode::LayerNormFwd,
+                                      {H, H, H, H, H, H}));
+  EXPECT_FALSE(cpu::kernelTakesDtypes(Opcode::Add, {F, F, F}));
+  Result staged = runOne(Opcode::BiasAdd, {{H, 64}, {F, 8}, {H, 64}}, {8}, {},
+                      false, 3);
+  EXPECT_GT(staged.stagingBytes, 0u);
+}
+
+} // namespace
