@@ -180,13 +180,22 @@ AttentionShape attentionShape(const B &b) {
   return {b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4)};
 }
 void runCausalAttentionFwd(const B &b, const C &) {
-  causalAttentionFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
-                     attentionShape(b), float(b.fattr(0)));
+  if (b.isBf16(0))
+    causalAttentionFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.f32(4),
+                       attentionShape(b), float(b.fattr(0)));
+  else
+    causalAttentionFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
+                       attentionShape(b), float(b.fattr(0)));
 }
 void runCausalAttentionBwd(const B &b, const C &) {
-  causalAttentionBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-                     b.f32(6), b.f32(7), b.f32(8), attentionShape(b),
-                     float(b.fattr(0)));
+  if (b.isBf16(0))
+    causalAttentionBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.bf16(4),
+                       b.f32(5), b.bf16(6), b.bf16(7), b.bf16(8),
+                       attentionShape(b), float(b.fattr(0)));
+  else
+    causalAttentionBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
+                       b.f32(5), b.f32(6), b.f32(7), b.f32(8),
+                       attentionShape(b), float(b.fattr(0)));
 }
 void runSoftmaxBwd(const B &b, const C &) {
   int64_t n = b.attr(0);
@@ -452,6 +461,10 @@ bool kernelTakesDtypes(Opcode op, const std::vector<DType> &dtypes) {
     return all({0}, H);
   case Opcode::LayerNormFwd:
     return all({0, 1, 2, 3}, H) && all({4, 5}, F);
+  case Opcode::CausalAttentionFwd: // q, k, v, out; lse
+    return all({0, 1, 2, 3}, H) && all({4}, F);
+  case Opcode::CausalAttentionBwd: // dout, q, k, v, out; lse; dq, dk, dv
+    return all({0, 1, 2, 3, 4, 6, 7, 8}, H) && all({5}, F);
   case Opcode::LayerNormBwd:
     return all({0, 1, 2, 5}, H) && all({3, 4}, F) &&
            (all({6, 7}, H) || all({6, 7}, F));

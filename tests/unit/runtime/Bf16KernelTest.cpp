@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -167,6 +168,33 @@ TEST(Bf16KernelTest, LayerNorm) {
                           {g, n},
                           {g, n}},
                          {n});
+}
+
+TEST(Bf16KernelTest, FusedCausalAttention) {
+  // Two query heads per kv head; 200 positions cross the 128-row tiles.
+  const int64_t batch = 2, heads = 4, kvHeads = 2, seq = 200, dim = 16;
+  const int64_t qn = batch * heads * seq * dim, kn = batch * kvHeads * seq * dim,
+                rows = batch * heads * seq;
+  std::vector<int64_t> shape{batch, heads, kvHeads, seq, dim};
+  expectNativeAndExact("causal_attention_fwd", Opcode::CausalAttentionFwd,
+                       {{H, qn}, {H, kn}, {H, kn}, {H, qn}, {F, rows}}, shape,
+                       {0.25});
+  // The backward from the forward's own output and log-sum-exp.
+  Result fwd = runOne(Opcode::CausalAttentionFwd,
+                      {{H, qn}, {H, kn}, {H, kn}, {H, qn}, {F, rows}}, shape,
+                      {0.25}, false, 11);
+  EXPECT_TRUE(std::isfinite(fwd.values[4][0]));
+  expectNativeAndExact("causal_attention_bwd", Opcode::CausalAttentionBwd,
+                       {{H, qn},
+                        {H, qn},
+                        {H, kn},
+                        {H, kn},
+                        {H, qn},
+                        {F, rows},
+                        {H, qn},
+                        {H, kn},
+                        {H, kn}},
+                       shape, {0.25});
 }
 
 TEST(Bf16KernelTest, MixedDtypesAreStaged) {
