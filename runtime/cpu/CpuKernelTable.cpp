@@ -29,11 +29,24 @@ using B = BoundInstruction;
 using C = ExecContext;
 
 void runFill(const B &b, const C &) {
-  fill(b.f32(0), b.elements[0], float(b.fattr(0)));
+  if (b.isBf16(0))
+    fill(b.bf16(0), b.elements[0], float(b.fattr(0)));
+  else
+    fill(b.f32(0), b.elements[0], float(b.fattr(0)));
 }
-void runCopy(const B &b, const C &) { copy(b.f32(0), b.f32(1), b.elements[0]); }
+void runCopy(const B &b, const C &) {
+  if (b.isBf16(0))
+    copy(b.bf16(0), b.bf16(1), b.elements[0]);
+  else
+    copy(b.f32(0), b.f32(1), b.elements[0]);
+}
 void runAccumulate(const B &b, const C &) {
-  accumulate(b.f32(0), b.f32(1), b.elements[0]);
+  if (!b.isBf16(0))
+    accumulate(b.f32(0), b.f32(1), b.elements[0]);
+  else if (b.isBf16(1))
+    accumulate(b.bf16(0), b.bf16(1), b.elements[0]);
+  else
+    accumulate(b.bf16(0), b.f32(1), b.elements[0]);
 }
 // Kernels with a bf16 form take it when kernelTakesDtypes says so (then
 // their activation operands are all bf16); otherwise every operand is f32
@@ -58,16 +71,27 @@ void runScale(const B &b, const C &) {
 }
 void runTranspose(const B &b, const C &) {
   int rank = int(b.attr(0));
-  transpose(b.f32(0), b.f32(1), rank, b.inst->ints.data() + 1,
-            b.inst->ints.data() + 1 + rank);
+  const int64_t *dims = b.inst->ints.data() + 1, *perm = dims + rank;
+  if (b.isBf16(0))
+    transpose(b.bf16(0), b.bf16(1), rank, dims, perm);
+  else
+    transpose(b.f32(0), b.f32(1), rank, dims, perm);
 }
 void runSliceCopy(const B &b, const C &) {
-  sliceCopy(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
-            b.attr(4));
+  if (b.isBf16(0))
+    sliceCopy(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
+              b.attr(3), b.attr(4));
+  else
+    sliceCopy(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
+              b.attr(4));
 }
 void runSliceInsert(const B &b, const C &) {
-  sliceInsert(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
-              b.attr(4), b.attr(5) != 0);
+  if (b.isBf16(0))
+    sliceInsert(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
+                b.attr(3), b.attr(4), b.attr(5) != 0);
+  else
+    sliceInsert(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
+                b.attr(3), b.attr(4), b.attr(5) != 0);
 }
 void runMatmul(const B &b, const C &) {
   MatmulShape s;
@@ -456,7 +480,15 @@ bool kernelTakesDtypes(Opcode op, const std::vector<DType> &dtypes) {
     return all({0, 1, 2}, H);
   case Opcode::Scale:
   case Opcode::GeluFwd:
+  case Opcode::Copy:
+  case Opcode::Transpose:
+  case Opcode::SliceCopy:
+  case Opcode::SliceInsert:
     return all({0, 1}, H);
+  case Opcode::Fill:
+    return all({0}, H);
+  case Opcode::Accumulate: // into a float32 or a bf16 sum
+    return all({0}, H);
   case Opcode::BiasGrad: // into a float32 or a bf16 gradient
     return all({0}, H);
   case Opcode::LayerNormFwd:

@@ -43,10 +43,26 @@ void copy(const float *x, float *out, int64_t n) {
     std::memcpy(out, x, sizeof(float) * n);
 }
 
-void accumulate(const float *x, float *y, int64_t n) {
+namespace {
+template <typename X, typename Y>
+void accumulateT(const X *x, Y *y, int64_t n) {
   STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
-    y[i] += x[i];
+    y[i] = store<Y>(load(y[i]) + load(x[i]));
+}
+} // namespace
+
+void accumulate(const float *x, float *y, int64_t n) { accumulateT(x, y, n); }
+void accumulate(const bf16_t *x, float *y, int64_t n) { accumulateT(x, y, n); }
+void accumulate(const bf16_t *x, bf16_t *y, int64_t n) {
+  accumulateT(x, y, n);
+}
+void fill(bf16_t *out, int64_t n, float value) {
+  std::fill(out, out + n, store<bf16_t>(value));
+}
+void copy(const bf16_t *x, bf16_t *out, int64_t n) {
+  if (x != out)
+    std::memcpy(out, x, sizeof(bf16_t) * n);
 }
 
 namespace {
@@ -513,8 +529,10 @@ void ceVpBwd(const float *logits, const int32_t *targets, const float *lse,
   }
 }
 
-void transpose(const float *x, float *out, int rank, const int64_t *dims,
-               const int64_t *perm) {
+namespace {
+template <typename T>
+void transposeT(const T *x, T *out, int rank, const int64_t *dims,
+                const int64_t *perm) {
   int64_t inStride[5], outDims[5], strideOf[5];
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; --i) {
@@ -530,10 +548,10 @@ void transpose(const float *x, float *out, int rank, const int64_t *dims,
   int64_t idx[5] = {0, 0, 0, 0, 0};
   int64_t base = 0;
   for (int64_t o = 0; o < outerCount; ++o) {
-    float *dst = out + o * inner;
-    const float *src = x + base;
+    T *dst = out + o * inner;
+    const T *src = x + base;
     if (innerStride == 1)
-      std::memcpy(dst, src, sizeof(float) * inner);
+      std::memcpy(dst, src, sizeof(T) * inner);
     else
       for (int64_t j = 0; j < inner; ++j)
         dst[j] = src[j * innerStride];
@@ -548,24 +566,54 @@ void transpose(const float *x, float *out, int rank, const int64_t *dims,
   }
 }
 
-void sliceCopy(const float *x, float *out, int64_t outer, int64_t big,
-               int64_t small, int64_t start, int64_t inner) {
+template <typename T>
+void sliceCopyT(const T *x, T *out, int64_t outer, int64_t big, int64_t small,
+                int64_t start, int64_t inner) {
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(out + o * small * inner, x + (o * big + start) * inner,
-                sizeof(float) * small * inner);
+                sizeof(T) * small * inner);
 }
 
+template <typename T>
+void sliceInsertT(const T *x, T *out, int64_t outer, int64_t big,
+                  int64_t small, int64_t start, int64_t inner,
+                  bool accumulateInto) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *src = x + o * small * inner;
+    T *dst = out + (o * big + start) * inner;
+    if (accumulateInto)
+      accumulateT(src, dst, small * inner);
+    else
+      std::memcpy(dst, src, sizeof(T) * small * inner);
+  }
+}
+} // namespace
+
+void transpose(const float *x, float *out, int rank, const int64_t *dims,
+               const int64_t *perm) {
+  transposeT(x, out, rank, dims, perm);
+}
+void transpose(const bf16_t *x, bf16_t *out, int rank, const int64_t *dims,
+               const int64_t *perm) {
+  transposeT(x, out, rank, dims, perm);
+}
+void sliceCopy(const float *x, float *out, int64_t outer, int64_t big,
+               int64_t small, int64_t start, int64_t inner) {
+  sliceCopyT(x, out, outer, big, small, start, inner);
+}
+void sliceCopy(const bf16_t *x, bf16_t *out, int64_t outer, int64_t big,
+               int64_t small, int64_t start, int64_t inner) {
+  sliceCopyT(x, out, outer, big, small, start, inner);
+}
 void sliceInsert(const float *x, float *out, int64_t outer, int64_t big,
                  int64_t small, int64_t start, int64_t inner,
                  bool accumulateInto) {
-  for (int64_t o = 0; o < outer; ++o) {
-    const float *src = x + o * small * inner;
-    float *dst = out + (o * big + start) * inner;
-    if (accumulateInto)
-      accumulate(src, dst, small * inner);
-    else
-      std::memcpy(dst, src, sizeof(float) * small * inner);
-  }
+  sliceInsertT(x, out, outer, big, small, start, inner, accumulateInto);
+}
+void sliceInsert(const bf16_t *x, bf16_t *out, int64_t outer, int64_t big,
+                 int64_t small, int64_t start, int64_t inner,
+                 bool accumulateInto) {
+  sliceInsertT(x, out, outer, big, small, start, inner, accumulateInto);
 }
 
 double sumSquares(const float *x, int64_t n) {

@@ -54,6 +54,17 @@ void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
 void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
                   const float *mean, const float *rstd, bf16_t *dx,
                   bf16_t *dgamma, bf16_t *dbeta, int64_t rows, int64_t n);
+void fill(bf16_t *out, int64_t n, float value);
+void copy(const bf16_t *x, bf16_t *out, int64_t n);
+void accumulate(const bf16_t *x, float *y, int64_t n);
+void accumulate(const bf16_t *x, bf16_t *y, int64_t n);
+void transpose(const bf16_t *x, bf16_t *out, int rank, const int64_t *dims,
+               const int64_t *perm);
+void sliceCopy(const bf16_t *x, bf16_t *out, int64_t outer, int64_t big,
+               int64_t small, int64_t start, int64_t inner);
+void sliceInsert(const bf16_t *x, bf16_t *out, int64_t outer, int64_t big,
+                 int64_t small, int64_t start, int64_t inner,
+                 bool accumulateInto);
 
 /// Whether the kernel of `op` reads and writes operands of these dtypes
 /// itself; the device stages the bf16 operands of every other instruction

@@ -139,6 +139,30 @@ TEST(Bf16KernelTest, ElementwiseKernels) {
                        {});
 }
 
+TEST(Bf16KernelTest, DataMovementAndSums) {
+  const int64_t n = 1000;
+  expectNativeAndExact("fill", Opcode::Fill, {{H, n}}, {}, {0.7});
+  expectNativeAndExact("copy", Opcode::Copy, {{H, n}, {H, n}}, {});
+  expectNativeAndExact("accumulate into f32", Opcode::Accumulate,
+                       {{H, n}, {F, n}}, {});
+  expectNativeAndExact("accumulate into bf16", Opcode::Accumulate,
+                       {{H, n}, {H, n}}, {});
+  // [2, 64, 3, 2, 16] -> [3, 2, 2, 64, 16]: the qkv split's transpose.
+  expectNativeAndExact("transpose", Opcode::Transpose,
+                       {{H, 2 * 64 * 3 * 2 * 16}, {H, 2 * 64 * 3 * 2 * 16}},
+                       {5, 2, 64, 3, 2, 16, 2, 0, 3, 1, 4});
+  expectNativeAndExact("transpose, strided inner", Opcode::Transpose,
+                       {{H, 6 * 10}, {H, 6 * 10}}, {2, 6, 10, 1, 0});
+  // outer 4, big 10, small 3, start 5, inner 7.
+  expectNativeAndExact("slice_copy", Opcode::SliceCopy,
+                       {{H, 4 * 10 * 7}, {H, 4 * 3 * 7}}, {4, 10, 3, 5, 7});
+  for (int64_t acc : {0, 1})
+    expectNativeAndExact(acc ? "slice_insert accumulating" : "slice_insert",
+                         Opcode::SliceInsert,
+                         {{H, 4 * 3 * 7}, {H, 4 * 10 * 7}},
+                         {4, 10, 3, 5, 7, acc});
+}
+
 TEST(Bf16KernelTest, BiasKernels) {
   const int64_t rows = 7, n = 72;
   expectNativeAndExact("bias_add", Opcode::BiasAdd,
