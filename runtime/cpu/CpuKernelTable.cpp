@@ -256,41 +256,75 @@ void runCeVpBwd(const B &b, const C &) {
 }
 // Llama family.
 void runRmsNormFwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  rmsNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.elements[0] / n, n,
-             float(b.fattr(0)));
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  float eps = float(b.fattr(0));
+  if (b.isBf16(0))
+    rmsNormFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), rows, n, eps);
+  else
+    rmsNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), rows, n, eps);
 }
 void runRmsNormBwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  rmsNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-             b.elements[0] / n, n);
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  if (!b.isBf16(0))
+    rmsNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+               rows, n);
+  else if (b.isBf16(5))
+    rmsNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.bf16(4),
+               b.bf16(5), rows, n);
+  else
+    rmsNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.bf16(4), b.f32(5),
+               rows, n);
 }
 void runRotary(const B &b, bool inverse) {
-  int64_t seq = b.attr(0), dim = b.attr(1);
-  rotary(b.f32(0), b.f32(1), b.elements[0] / (seq * dim), seq, dim, b.fattr(0),
-         inverse);
+  int64_t seq = b.attr(0), dim = b.attr(1), outer = b.elements[0] / (seq * dim);
+  if (b.isBf16(0))
+    rotary(b.bf16(0), b.bf16(1), outer, seq, dim, b.fattr(0), inverse);
+  else
+    rotary(b.f32(0), b.f32(1), outer, seq, dim, b.fattr(0), inverse);
 }
 void runRotaryFwd(const B &b, const C &) { runRotary(b, false); }
 void runRotaryBwd(const B &b, const C &) { runRotary(b, true); }
 void runSiluFwd(const B &b, const C &) {
-  siluFwd(b.f32(0), b.f32(1), b.elements[0]);
+  if (b.isBf16(0))
+    siluFwd(b.bf16(0), b.bf16(1), b.elements[0]);
+  else
+    siluFwd(b.f32(0), b.f32(1), b.elements[0]);
 }
 void runSiluBwd(const B &b, const C &) {
-  siluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    siluBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    siluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runSiluMulFwd(const B &b, const C &) {
-  siluMulFwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    siluMulFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    siluMulFwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runSiluMulBwd(const B &b, const C &) {
-  siluMulBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.elements[0]);
+  if (b.isBf16(0))
+    siluMulBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.bf16(4),
+               b.elements[0]);
+  else
+    siluMulBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
+               b.elements[0]);
 }
 void runRepeatInterleave(const B &b, const C &) {
-  repeatInterleave(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
-                   b.attr(3));
+  if (b.isBf16(0))
+    repeatInterleave(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
+                     b.attr(3));
+  else
+    repeatInterleave(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
+                     b.attr(3));
 }
 void runRepeatInterleaveBwd(const B &b, const C &) {
-  repeatInterleaveBwd(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
-                      b.attr(3));
+  if (b.isBf16(0))
+    repeatInterleaveBwd(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
+                        b.attr(3));
+  else
+    repeatInterleaveBwd(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
+                        b.attr(3));
 }
 
 void runGradSumSq(const B &b, const C &) {
@@ -485,6 +519,21 @@ bool kernelTakesDtypes(Opcode op, const std::vector<DType> &dtypes) {
   case Opcode::SliceCopy:
   case Opcode::SliceInsert:
     return all({0, 1}, H);
+  case Opcode::RotaryFwd:
+  case Opcode::RotaryBwd:
+  case Opcode::SiluFwd:
+  case Opcode::RepeatInterleave:
+  case Opcode::RepeatInterleaveBwd:
+    return all({0, 1}, H);
+  case Opcode::SiluBwd:
+  case Opcode::SiluMulFwd:
+    return all({0, 1, 2}, H);
+  case Opcode::SiluMulBwd:
+    return all({0, 1, 2, 3, 4}, H);
+  case Opcode::RmsNormFwd: // x, weight, out; rstd
+    return all({0, 1, 2}, H) && all({3}, F);
+  case Opcode::RmsNormBwd: // dy, x, weight; rstd; dx; dweight
+    return all({0, 1, 2, 4}, H) && all({3}, F) && (all({5}, H) || all({5}, F));
   case Opcode::Fill:
     return all({0}, H);
   case Opcode::Accumulate: // into a float32 or a bf16 sum

@@ -194,6 +194,42 @@ TEST(Bf16KernelTest, LayerNorm) {
                          {n});
 }
 
+TEST(Bf16KernelTest, LlamaKernels) {
+  const int64_t rows = 6, n = 40, seq = 6, dim = 8, outer = 5;
+  expectNativeAndExact("rms_norm_fwd", Opcode::RmsNormFwd,
+                       {{H, rows * n}, {H, n}, {H, rows * n}, {F, rows}}, {n},
+                       {1e-6});
+  for (DType g : {F, H})
+    expectNativeAndExact(g == F ? "rms_norm_bwd f32 dweight"
+                                : "rms_norm_bwd bf16 dweight",
+                         Opcode::RmsNormBwd,
+                         {{H, rows * n},
+                          {H, rows * n},
+                          {H, n},
+                          {F, rows, true},
+                          {H, rows * n},
+                          {g, n}},
+                         {n});
+  const int64_t r = outer * seq * dim;
+  expectNativeAndExact("rotary_fwd", Opcode::RotaryFwd, {{H, r}, {H, r}},
+                       {seq, dim}, {10000.0});
+  expectNativeAndExact("rotary_bwd", Opcode::RotaryBwd, {{H, r}, {H, r}},
+                       {seq, dim}, {10000.0});
+  const int64_t m = 999;
+  expectNativeAndExact("silu_fwd", Opcode::SiluFwd, {{H, m}, {H, m}}, {});
+  expectNativeAndExact("silu_bwd", Opcode::SiluBwd, {{H, m}, {H, m}, {H, m}},
+                       {});
+  expectNativeAndExact("silu_mul_fwd", Opcode::SiluMulFwd,
+                       {{H, m}, {H, m}, {H, m}}, {});
+  expectNativeAndExact("silu_mul_bwd", Opcode::SiluMulBwd,
+                       {{H, m}, {H, m}, {H, m}, {H, m}, {H, m}}, {});
+  // outer 2, n 3 kv heads, 3 repeats, inner 10.
+  expectNativeAndExact("repeat_interleave", Opcode::RepeatInterleave,
+                       {{H, 2 * 3 * 10}, {H, 2 * 3 * 3 * 10}}, {2, 3, 3, 10});
+  expectNativeAndExact("repeat_interleave_bwd", Opcode::RepeatInterleaveBwd,
+                       {{H, 2 * 3 * 3 * 10}, {H, 2 * 3 * 10}}, {2, 3, 3, 10});
+}
+
 TEST(Bf16KernelTest, FusedCausalAttention) {
   // Two query heads per kv head; 200 positions cross the 128-row tiles.
   const int64_t batch = 2, heads = 4, kvHeads = 2, seq = 200, dim = 16;
