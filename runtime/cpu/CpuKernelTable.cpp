@@ -186,9 +186,12 @@ void runLayerNormBwd(const B &b, const C &) {
                  b.bf16(5), b.f32(6), b.f32(7), rows, n);
 }
 void runSoftmaxFwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  softmaxFwd(b.f32(0), b.f32(1), b.elements[0] / n, n, b.attr(1) != 0,
-             float(b.fattr(0)));
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  bool causal = b.attr(1) != 0;
+  if (b.isBf16(0))
+    softmaxFwd(b.bf16(0), b.bf16(1), rows, n, causal, float(b.fattr(0)));
+  else
+    softmaxFwd(b.f32(0), b.f32(1), rows, n, causal, float(b.fattr(0)));
 }
 void runRotaryAtPosition(const B &b, const C &ctx) {
   int64_t dim = b.attr(0);
@@ -222,9 +225,11 @@ void runCausalAttentionBwd(const B &b, const C &) {
                        attentionShape(b), float(b.fattr(0)));
 }
 void runSoftmaxBwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  softmaxBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n,
-             float(b.fattr(0)));
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  if (b.isBf16(0))
+    softmaxBwd(b.bf16(0), b.bf16(1), b.bf16(2), rows, n, float(b.fattr(0)));
+  else
+    softmaxBwd(b.f32(0), b.f32(1), b.f32(2), rows, n, float(b.fattr(0)));
 }
 void runCrossEntropyFwd(const B &b, const C &) {
   int64_t vocab = b.attr(0);
@@ -525,6 +530,9 @@ bool kernelTakesDtypes(Opcode op, const std::vector<DType> &dtypes) {
   case Opcode::RepeatInterleave:
   case Opcode::RepeatInterleaveBwd:
     return all({0, 1}, H);
+  case Opcode::SoftmaxFwd:
+    return all({0, 1}, H);
+  case Opcode::SoftmaxBwd:
   case Opcode::SiluBwd:
   case Opcode::SiluMulFwd:
     return all({0, 1, 2}, H);

@@ -324,12 +324,11 @@ void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
   layerNormBwdT(dy, x, gamma, mean, rstd, dx, g.wide, b.wide, rows, n);
 }
 
-void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
-                bool causal, float scale) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * n;
-    float *yr = out + r * n;
-    int64_t valid = k::softmaxValidColumns(r, n, causal);
+namespace {
+/// One row of softmaxFwd: its first `valid` columns, zeros after.
+void softmaxFwdRow(const float *xr, float *yr, int64_t valid, int64_t n,
+                   float scale) {
+  {
     // max(scale * x) from max or min of x, as the sign of scale says.
     float mx;
     if (scale >= 0.0f) {
@@ -358,6 +357,33 @@ void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
       yr[j] *= inv;
     for (int64_t j = valid; j < n; ++j)
       yr[j] = 0.0f;
+  }
+}
+
+/// Float32 rows for the bf16 forms (one row of each operand, in L1).
+float *wideRow(std::vector<float> &row, int64_t n) {
+  if (int64_t(row.size()) < n)
+    row.resize(size_t(n));
+  return row.data();
+}
+} // namespace
+
+void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
+                bool causal, float scale) {
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxFwdRow(x + r * n, out + r * n,
+                  k::softmaxValidColumns(r, n, causal), n, scale);
+}
+void softmaxFwd(const bf16_t *x, bf16_t *out, int64_t rows, int64_t n,
+                bool causal, float scale) {
+  static thread_local std::vector<float> xs, ys;
+  float *xw = wideRow(xs, n), *yw = wideRow(ys, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j)
+      xw[j] = load(x[r * n + j]);
+    softmaxFwdRow(xw, yw, k::softmaxValidColumns(r, n, causal), n, scale);
+    for (int64_t j = 0; j < n; ++j)
+      out[r * n + j] = store<bf16_t>(yw[j]);
   }
 }
 
@@ -416,11 +442,10 @@ void kvAttention(const float *q, const float *k, const float *v, float *kCache,
     }
 }
 
-void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
-                int64_t n, float scale) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *yr = y + r * n, *gr = dy + r * n;
-    float *dr = dx + r * n;
+namespace {
+void softmaxBwdRow(const float *yr, const float *gr, float *dr, int64_t n,
+                   float scale) {
+  {
     float acc[kLanes] = {};
     int64_t j = 0;
     for (; j + kLanes <= n; j += kLanes)
@@ -432,6 +457,27 @@ void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
     STRATA_ELEMENTWISE
     for (j = 0; j < n; ++j)
       dr[j] = k::softmaxBackward(yr[j], gr[j], dot, scale);
+  }
+}
+} // namespace
+
+void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
+                int64_t n, float scale) {
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxBwdRow(y + r * n, dy + r * n, dx + r * n, n, scale);
+}
+void softmaxBwd(const bf16_t *y, const bf16_t *dy, bf16_t *dx, int64_t rows,
+                int64_t n, float scale) {
+  static thread_local std::vector<float> ys, gs, ds;
+  float *yw = wideRow(ys, n), *gw = wideRow(gs, n), *dw = wideRow(ds, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      yw[j] = load(y[r * n + j]);
+      gw[j] = load(dy[r * n + j]);
+    }
+    softmaxBwdRow(yw, gw, dw, n, scale);
+    for (int64_t j = 0; j < n; ++j)
+      dx[r * n + j] = store<bf16_t>(dw[j]);
   }
 }
 

@@ -54,6 +54,10 @@ void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
 void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
                   const float *mean, const float *rstd, bf16_t *dx,
                   bf16_t *dgamma, bf16_t *dbeta, int64_t rows, int64_t n);
+void softmaxFwd(const bf16_t *x, bf16_t *out, int64_t rows, int64_t n,
+                bool causal, float scale);
+void softmaxBwd(const bf16_t *y, const bf16_t *dy, bf16_t *dx, int64_t rows,
+                int64_t n, float scale);
 void fill(bf16_t *out, int64_t n, float value);
 void copy(const bf16_t *x, bf16_t *out, int64_t n);
 void accumulate(const bf16_t *x, float *y, int64_t n);

@@ -194,6 +194,17 @@ TEST(Bf16KernelTest, LayerNorm) {
                          {n});
 }
 
+TEST(Bf16KernelTest, UnfusedSoftmax) {
+  const int64_t n = 37; // rows of two [n, n] causal blocks
+  for (int64_t causal : {0, 1})
+    expectNativeAndExact(causal ? "softmax_fwd causal" : "softmax_fwd",
+                         Opcode::SoftmaxFwd, {{H, 2 * n * n}, {H, 2 * n * n}},
+                         {n, causal}, {0.25});
+  expectNativeAndExact("softmax_bwd", Opcode::SoftmaxBwd,
+                       {{H, 2 * n * n}, {H, 2 * n * n}, {H, 2 * n * n}}, {n},
+                       {0.25});
+}
+
 TEST(Bf16KernelTest, LlamaKernels) {
   const int64_t rows = 6, n = 40, seq = 6, dim = 8, outer = 5;
   expectNativeAndExact("rms_norm_fwd", Opcode::RmsNormFwd,
