@@ -297,31 +297,54 @@ void layerNormBwdT(const T *dy, const T *x, const T *gamma, const float *mean,
 
 } // namespace
 
-void layerNormFwd(const float *x, const float *gamma, const float *beta,
-                  float *out, float *mean, float *rstd, int64_t rows, int64_t n,
-                  float eps) {
+// The float32 bodies are not inlined into the bf16 forms, which run their
+// rows through them (Element.h's rowBuffer).
+[[gnu::noinline]] void layerNormFwd(const float *x, const float *gamma,
+                                    const float *beta, float *out,
+                                    float *mean, float *rstd, int64_t rows,
+                                    int64_t n, float eps) {
   layerNormFwdT(x, gamma, beta, out, mean, rstd, rows, n, eps);
 }
 void layerNormFwd(const bf16_t *x, const bf16_t *gamma, const bf16_t *beta,
                   bf16_t *out, float *mean, float *rstd, int64_t rows,
                   int64_t n, float eps) {
-  layerNormFwdT(x, gamma, beta, out, mean, rstd, rows, n, eps);
+  static thread_local std::vector<float> xs, ys, gs, bs;
+  float *xw = rowBuffer(xs, n), *yw = rowBuffer(ys, n),
+        *gw = rowBuffer(gs, n), *bw = rowBuffer(bs, n);
+  widenRow(gamma, gw, n);
+  widenRow(beta, bw, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    widenRow(x + r * n, xw, n);
+    layerNormFwd(xw, gw, bw, yw, mean + r, rstd + r, 1, n, eps);
+    narrowRow(yw, out + r * n, n);
+  }
 }
-void layerNormBwd(const float *dy, const float *x, const float *gamma,
-                  const float *mean, const float *rstd, float *dx,
-                  float *dgamma, float *dbeta, int64_t rows, int64_t n) {
+[[gnu::noinline]] void layerNormBwd(const float *dy, const float *x,
+                                    const float *gamma, const float *mean,
+                                    const float *rstd, float *dx,
+                                    float *dgamma, float *dbeta, int64_t rows,
+                                    int64_t n) {
   layerNormBwdT(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, n);
 }
 void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
                   const float *mean, const float *rstd, bf16_t *dx,
                   float *dgamma, float *dbeta, int64_t rows, int64_t n) {
-  layerNormBwdT(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, n);
+  static thread_local std::vector<float> dys, xs, gs, dxs;
+  float *dyw = rowBuffer(dys, n), *xw = rowBuffer(xs, n),
+        *gw = rowBuffer(gs, n), *dxw = rowBuffer(dxs, n);
+  widenRow(gamma, gw, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    widenRow(dy + r * n, dyw, n);
+    widenRow(x + r * n, xw, n);
+    layerNormBwd(dyw, xw, gw, mean + r, rstd + r, dxw, dgamma, dbeta, 1, n);
+    narrowRow(dxw, dx + r * n, n);
+  }
 }
 void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
                   const float *mean, const float *rstd, bf16_t *dx,
                   bf16_t *dgamma, bf16_t *dbeta, int64_t rows, int64_t n) {
   WideRow g(dgamma, n), b(dbeta, n);
-  layerNormBwdT(dy, x, gamma, mean, rstd, dx, g.wide, b.wide, rows, n);
+  layerNormBwd(dy, x, gamma, mean, rstd, dx, g.wide, b.wide, rows, n);
 }
 
 namespace {

@@ -74,23 +74,44 @@ void rmsNormBwdT(const T *dy, const T *x, const T *weight, const float *rstd,
 
 } // namespace
 
-void rmsNormFwd(const float *x, const float *weight, float *out, float *rstd,
-                int64_t rows, int64_t n, float eps) {
+// The bf16 forms run their rows through the float32 bodies (Element.h's
+// rowBuffer), which are therefore not inlined into them.
+[[gnu::noinline]] void rmsNormFwd(const float *x, const float *weight,
+                                  float *out, float *rstd, int64_t rows,
+                                  int64_t n, float eps) {
   rmsNormFwdT(x, weight, out, rstd, rows, n, eps);
 }
 void rmsNormFwd(const bf16_t *x, const bf16_t *weight, bf16_t *out,
                 float *rstd, int64_t rows, int64_t n, float eps) {
-  rmsNormFwdT(x, weight, out, rstd, rows, n, eps);
+  static thread_local std::vector<float> xs, ys, ws;
+  float *xw = rowBuffer(xs, n), *yw = rowBuffer(ys, n),
+        *ww = rowBuffer(ws, n);
+  widenRow(weight, ww, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    widenRow(x + r * n, xw, n);
+    rmsNormFwd(xw, ww, yw, rstd + r, 1, n, eps);
+    narrowRow(yw, out + r * n, n);
+  }
 }
-void rmsNormBwd(const float *dy, const float *x, const float *weight,
-                const float *rstd, float *dx, float *dweight, int64_t rows,
-                int64_t n) {
+[[gnu::noinline]] void rmsNormBwd(const float *dy, const float *x,
+                                  const float *weight, const float *rstd,
+                                  float *dx, float *dweight, int64_t rows,
+                                  int64_t n) {
   rmsNormBwdT(dy, x, weight, rstd, dx, dweight, rows, n);
 }
 void rmsNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *weight,
                 const float *rstd, bf16_t *dx, float *dweight, int64_t rows,
                 int64_t n) {
-  rmsNormBwdT(dy, x, weight, rstd, dx, dweight, rows, n);
+  static thread_local std::vector<float> dys, xs, ws, dxs;
+  float *dyw = rowBuffer(dys, n), *xw = rowBuffer(xs, n),
+        *ww = rowBuffer(ws, n), *dxw = rowBuffer(dxs, n);
+  widenRow(weight, ww, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    widenRow(dy + r * n, dyw, n);
+    widenRow(x + r * n, xw, n);
+    rmsNormBwd(dyw, xw, ww, rstd + r, dxw, dweight, 1, n);
+    narrowRow(dxw, dx + r * n, n);
+  }
 }
 void rmsNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *weight,
                 const float *rstd, bf16_t *dx, bf16_t *dweight, int64_t rows,
@@ -98,7 +119,7 @@ void rmsNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *weight,
   std::vector<float> sums(static_cast<size_t>(n)); // one row, rounded once
   for (int64_t i = 0; i < n; ++i)
     sums[size_t(i)] = load(dweight[i]);
-  rmsNormBwdT(dy, x, weight, rstd, dx, sums.data(), rows, n);
+  rmsNormBwd(dy, x, weight, rstd, dx, sums.data(), rows, n);
   for (int64_t i = 0; i < n; ++i)
     dweight[i] = store<bf16_t>(sums[size_t(i)]);
 }
