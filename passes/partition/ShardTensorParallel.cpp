@@ -418,7 +418,8 @@ LogicalResult ShardTensorParallelPass::shardSequence(func::FuncOp forward) {
           embedding.getLoc(), ids, b.getI64IntegerAttr(seqAxis),
           b.getI64IntegerAttr(tpRank * local), b.getI64IntegerAttr(local));
       embedding.getIdsMutable().set(mine);
-      embedding.getTableMutable().set(replicate(embedding.getTable(), embedding));
+      embedding.getTableMutable().set(
+          replicate(embedding.getTable(), embedding));
       embedding.getResult().setType(
           withDim(tensorType(embedding.getResult()), seqAxis, local));
       sharded.insert(embedding.getResult());

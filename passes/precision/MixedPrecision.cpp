@@ -119,16 +119,16 @@ struct MixedPrecisionPass
       // summed gradient in float32 instead of rounding it to bf16 on its
       // way to the float32 main gradient.
       auto narrowed = op->getOperand(0).getDefiningOp<CastOp>();
-      if (narrowed && narrowed.getInput().getType() ==
-                          RankedTensorType::get(in.getShape(), b.getF32Type())) {
+      if (narrowed &&
+          narrowed.getInput().getType() ==
+              RankedTensorType::get(in.getShape(), b.getF32Type())) {
         op->setOperand(0, narrowed.getInput());
         if (narrowed->use_empty())
           narrowed->erase();
       } else {
         b.setInsertionPoint(op);
         auto wide = b.create<CastOp>(
-            op->getLoc(),
-            RankedTensorType::get(in.getShape(), b.getF32Type()),
+            op->getLoc(), RankedTensorType::get(in.getShape(), b.getF32Type()),
             op->getOperand(0));
         copyPlacement(op, wide);
         op->setOperand(0, wide.getResult());

@@ -259,9 +259,9 @@ void narrow(const float *src, bf16_t *dst, int64_t n) {
 
 } // namespace
 
-void causalAttentionFwd(const uint16_t *q, const uint16_t *k,
-                        const uint16_t *v, uint16_t *out, float *lse,
-                        const AttentionShape &s, float scale) {
+void causalAttentionFwd(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                        uint16_t *out, float *lse, const AttentionShape &s,
+                        float scale) {
   static thread_local std::vector<float> tile;
   static thread_local WideHead qh, kh, vh, oh;
   tile.resize(kRowTile * kKeyTile);

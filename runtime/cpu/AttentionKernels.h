@@ -48,9 +48,9 @@ void causalAttentionBwd(const float *dout, const float *q, const float *k,
 /// float32 accumulation, and its results rounded once into the bf16
 /// tensors (dk and dv after the last query head of their kv head): bit for
 /// bit the float32 kernels on widened tensors, without whole-tensor copies.
-void causalAttentionFwd(const uint16_t *q, const uint16_t *k,
-                        const uint16_t *v, uint16_t *out, float *lse,
-                        const AttentionShape &s, float scale);
+void causalAttentionFwd(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                        uint16_t *out, float *lse, const AttentionShape &s,
+                        float scale);
 void causalAttentionBwd(const uint16_t *dout, const uint16_t *q,
                         const uint16_t *k, const uint16_t *v,
                         const uint16_t *out, const float *lse, uint16_t *dq,

@@ -232,7 +232,7 @@ void CpuDevice::prepare(const RankProgram &rank) {
                  "float32-only kernels staged outside it: %llu bytes%s%s\n",
                  (unsigned long long)arenaBytes_,
                  (unsigned long long)stagingBytes(),
-                 stagedKinds.empty() ? "" : " (", 
+                 stagedKinds.empty() ? "" : " (",
                  stagedKinds.empty() ? "" : (stagedKinds + ")").c_str());
   static bool told = false;
   if (bf16 && !hasBf16Gemm() && !told) {

@@ -79,8 +79,8 @@ void runTranspose(const B &b, const C &) {
 }
 void runSliceCopy(const B &b, const C &) {
   if (b.isBf16(0))
-    sliceCopy(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
-              b.attr(3), b.attr(4));
+    sliceCopy(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
+              b.attr(4));
   else
     sliceCopy(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
               b.attr(4));
@@ -90,8 +90,8 @@ void runSliceInsert(const B &b, const C &) {
     sliceInsert(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
                 b.attr(3), b.attr(4), b.attr(5) != 0);
   else
-    sliceInsert(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
-                b.attr(3), b.attr(4), b.attr(5) != 0);
+    sliceInsert(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
+                b.attr(4), b.attr(5) != 0);
 }
 void runMatmul(const B &b, const C &) {
   MatmulShape s;
@@ -167,8 +167,8 @@ void runLayerNormFwd(const B &b, const C &) {
   int64_t n = b.attr(0), rows = b.elements[0] / n;
   float eps = float(b.fattr(0));
   if (b.isBf16(0))
-    layerNormFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.f32(4),
-                 b.f32(5), rows, n, eps);
+    layerNormFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.f32(4), b.f32(5),
+                 rows, n, eps);
   else
     layerNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
                  rows, n, eps);
@@ -179,11 +179,11 @@ void runLayerNormBwd(const B &b, const C &) {
     layerNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
                  b.f32(6), b.f32(7), rows, n);
   else if (b.isBf16(6))
-    layerNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.f32(4),
-                 b.bf16(5), b.bf16(6), b.bf16(7), rows, n);
+    layerNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.f32(4), b.bf16(5),
+                 b.bf16(6), b.bf16(7), rows, n);
   else
-    layerNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.f32(4),
-                 b.bf16(5), b.f32(6), b.f32(7), rows, n);
+    layerNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.f32(4), b.bf16(5),
+                 b.f32(6), b.f32(7), rows, n);
 }
 void runSoftmaxFwd(const B &b, const C &) {
   int64_t n = b.attr(0), rows = b.elements[0] / n;
@@ -271,11 +271,11 @@ void runRmsNormFwd(const B &b, const C &) {
 void runRmsNormBwd(const B &b, const C &) {
   int64_t n = b.attr(0), rows = b.elements[0] / n;
   if (!b.isBf16(0))
-    rmsNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-               rows, n);
+    rmsNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5), rows,
+               n);
   else if (b.isBf16(5))
-    rmsNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.bf16(4),
-               b.bf16(5), rows, n);
+    rmsNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.bf16(4), b.bf16(5),
+               rows, n);
   else
     rmsNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.bf16(4), b.f32(5),
                rows, n);
@@ -312,8 +312,7 @@ void runSiluMulBwd(const B &b, const C &) {
     siluMulBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.bf16(4),
                b.elements[0]);
   else
-    siluMulBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
-               b.elements[0]);
+    siluMulBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.elements[0]);
 }
 void runRepeatInterleave(const B &b, const C &) {
   if (b.isBf16(0))

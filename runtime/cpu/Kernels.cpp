@@ -54,9 +54,7 @@ void accumulateT(const X *x, Y *y, int64_t n) {
 
 void accumulate(const float *x, float *y, int64_t n) { accumulateT(x, y, n); }
 void accumulate(const bf16_t *x, float *y, int64_t n) { accumulateT(x, y, n); }
-void accumulate(const bf16_t *x, bf16_t *y, int64_t n) {
-  accumulateT(x, y, n);
-}
+void accumulate(const bf16_t *x, bf16_t *y, int64_t n) { accumulateT(x, y, n); }
 void fill(bf16_t *out, int64_t n, float value) {
   std::fill(out, out + n, store<bf16_t>(value));
 }
@@ -248,7 +246,7 @@ void layerNormFwdT(const T *x, const T *gamma, const T *beta, T *out,
     STRATA_ELEMENTWISE
     for (int64_t i = 0; i < n; ++i)
       yr[i] = store<T>(k::layerNormForward(load(xr[i]), mu, rs, load(gamma[i]),
-                                            load(beta[i])));
+                                           load(beta[i])));
     mean[r] = mu;
     rstd[r] = rs;
   }
@@ -290,7 +288,7 @@ void layerNormBwdT(const T *dy, const T *x, const T *gamma, const float *mean,
     for (int64_t i = 0; i < n; ++i) {
       float xhat = k::layerNormNormalized(load(xr[i]), mu, rs);
       dxr[i] = store<T>(k::layerNormInputGrad(load(gr[i]), load(gamma[i]), xhat,
-                                             rs, meanD, meanDX));
+                                              rs, meanD, meanDX));
     }
   }
 }
@@ -300,17 +298,17 @@ void layerNormBwdT(const T *dy, const T *x, const T *gamma, const float *mean,
 // The float32 bodies are not inlined into the bf16 forms, which run their
 // rows through them (Element.h's rowBuffer).
 [[gnu::noinline]] void layerNormFwd(const float *x, const float *gamma,
-                                    const float *beta, float *out,
-                                    float *mean, float *rstd, int64_t rows,
-                                    int64_t n, float eps) {
+                                    const float *beta, float *out, float *mean,
+                                    float *rstd, int64_t rows, int64_t n,
+                                    float eps) {
   layerNormFwdT(x, gamma, beta, out, mean, rstd, rows, n, eps);
 }
 void layerNormFwd(const bf16_t *x, const bf16_t *gamma, const bf16_t *beta,
                   bf16_t *out, float *mean, float *rstd, int64_t rows,
                   int64_t n, float eps) {
   static thread_local std::vector<float> xs, ys, gs, bs;
-  float *xw = rowBuffer(xs, n), *yw = rowBuffer(ys, n),
-        *gw = rowBuffer(gs, n), *bw = rowBuffer(bs, n);
+  float *xw = rowBuffer(xs, n), *yw = rowBuffer(ys, n), *gw = rowBuffer(gs, n),
+        *bw = rowBuffer(bs, n);
   widenRow(gamma, gw, n);
   widenRow(beta, bw, n);
   for (int64_t r = 0; r < rows; ++r) {
@@ -321,9 +319,8 @@ void layerNormFwd(const bf16_t *x, const bf16_t *gamma, const bf16_t *beta,
 }
 [[gnu::noinline]] void layerNormBwd(const float *dy, const float *x,
                                     const float *gamma, const float *mean,
-                                    const float *rstd, float *dx,
-                                    float *dgamma, float *dbeta, int64_t rows,
-                                    int64_t n) {
+                                    const float *rstd, float *dx, float *dgamma,
+                                    float *dbeta, int64_t rows, int64_t n) {
   layerNormBwdT(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, n);
 }
 void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
@@ -394,8 +391,8 @@ float *wideRow(std::vector<float> &row, int64_t n) {
 void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
                 bool causal, float scale) {
   for (int64_t r = 0; r < rows; ++r)
-    softmaxFwdRow(x + r * n, out + r * n,
-                  k::softmaxValidColumns(r, n, causal), n, scale);
+    softmaxFwdRow(x + r * n, out + r * n, k::softmaxValidColumns(r, n, causal),
+                  n, scale);
 }
 void softmaxFwd(const bf16_t *x, bf16_t *out, int64_t rows, int64_t n,
                 bool causal, float scale) {
@@ -644,9 +641,8 @@ void sliceCopyT(const T *x, T *out, int64_t outer, int64_t big, int64_t small,
 }
 
 template <typename T>
-void sliceInsertT(const T *x, T *out, int64_t outer, int64_t big,
-                  int64_t small, int64_t start, int64_t inner,
-                  bool accumulateInto) {
+void sliceInsertT(const T *x, T *out, int64_t outer, int64_t big, int64_t small,
+                  int64_t start, int64_t inner, bool accumulateInto) {
   for (int64_t o = 0; o < outer; ++o) {
     const T *src = x + o * small * inner;
     T *dst = out + (o * big + start) * inner;

@@ -236,8 +236,8 @@ void repeatInterleaveBwd(const float *dy, float *dx, int64_t outer, int64_t n,
                          int64_t repeats, int64_t inner);
 // Their bfloat16 forms (see add's): statistics float32; dweight float32 or
 // bf16 (summed in float32, rounded once).
-void rmsNormFwd(const bf16_t *x, const bf16_t *weight, bf16_t *out,
-                float *rstd, int64_t rows, int64_t n, float eps);
+void rmsNormFwd(const bf16_t *x, const bf16_t *weight, bf16_t *out, float *rstd,
+                int64_t rows, int64_t n, float eps);
 void rmsNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *weight,
                 const float *rstd, bf16_t *dx, float *dweight, int64_t rows,
                 int64_t n);
@@ -253,8 +253,8 @@ void siluMulBwd(const bf16_t *gate, const bf16_t *up, const bf16_t *dy,
                 bf16_t *dgate, bf16_t *dup, int64_t n);
 void repeatInterleave(const bf16_t *x, bf16_t *out, int64_t outer, int64_t n,
                       int64_t repeats, int64_t inner);
-void repeatInterleaveBwd(const bf16_t *dy, bf16_t *dx, int64_t outer,
-                         int64_t n, int64_t repeats, int64_t inner);
+void repeatInterleaveBwd(const bf16_t *dy, bf16_t *dx, int64_t outer, int64_t n,
+                         int64_t repeats, int64_t inner);
 
 // bfloat16 (Bf16.cpp): buffers of DType::BF16 hold uint16_t bit patterns.
 

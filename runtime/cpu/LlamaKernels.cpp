@@ -81,11 +81,10 @@ void rmsNormBwdT(const T *dy, const T *x, const T *weight, const float *rstd,
                                   int64_t n, float eps) {
   rmsNormFwdT(x, weight, out, rstd, rows, n, eps);
 }
-void rmsNormFwd(const bf16_t *x, const bf16_t *weight, bf16_t *out,
-                float *rstd, int64_t rows, int64_t n, float eps) {
+void rmsNormFwd(const bf16_t *x, const bf16_t *weight, bf16_t *out, float *rstd,
+                int64_t rows, int64_t n, float eps) {
   static thread_local std::vector<float> xs, ys, ws;
-  float *xw = rowBuffer(xs, n), *yw = rowBuffer(ys, n),
-        *ww = rowBuffer(ws, n);
+  float *xw = rowBuffer(xs, n), *yw = rowBuffer(ys, n), *ww = rowBuffer(ws, n);
   widenRow(weight, ww, n);
   for (int64_t r = 0; r < rows; ++r) {
     widenRow(x + r * n, xw, n);
@@ -286,8 +285,8 @@ void repeatInterleaveBwd(const float *dy, float *dx, int64_t outer, int64_t n,
 }
 
 /// The repeats are summed in float32 in one row and rounded once.
-void repeatInterleaveBwd(const bf16_t *dy, bf16_t *dx, int64_t outer,
-                         int64_t n, int64_t repeats, int64_t inner) {
+void repeatInterleaveBwd(const bf16_t *dy, bf16_t *dx, int64_t outer, int64_t n,
+                         int64_t repeats, int64_t inner) {
   std::vector<float> sum(static_cast<size_t>(inner));
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < n; ++j) {

@@ -28,7 +28,7 @@ using strata::kernels::floatToBf16;
 namespace {
 
 struct Operand {
-  DType dtype;          ///< In the bf16 program (the reference is all f32).
+  DType dtype; ///< In the bf16 program (the reference is all f32).
   int64_t elements;
   bool positive = false; ///< rstd-like statistics
 };
@@ -41,8 +41,8 @@ struct Result {
 /// Runs one instruction on buffers of the given dtypes (or all float32),
 /// from the same initial values.
 Result runOne(Opcode op, const std::vector<Operand> &ops,
-           const std::vector<int64_t> &ints, const std::vector<double> &floats,
-           bool allF32, unsigned seed) {
+              const std::vector<int64_t> &ints,
+              const std::vector<double> &floats, bool allF32, unsigned seed) {
   RankProgram rank;
   uint64_t offset = 0;
   std::mt19937 gen(seed);
@@ -122,8 +122,8 @@ void expectNativeAndExact(const char *what, Opcode op,
       float want = wide.values[i][j];
       if (ops[i].dtype == DType::BF16)
         want = bf16ToFloat(floatToBf16(want));
-      ASSERT_EQ(native.values[i][j], want) << "operand " << i << " [" << j
-                                           << "]";
+      ASSERT_EQ(native.values[i][j], want)
+          << "operand " << i << " [" << j << "]";
     }
 }
 
@@ -158,8 +158,7 @@ TEST(Bf16KernelTest, DataMovementAndSums) {
                        {{H, 4 * 10 * 7}, {H, 4 * 3 * 7}}, {4, 10, 3, 5, 7});
   for (int64_t acc : {0, 1})
     expectNativeAndExact(acc ? "slice_insert accumulating" : "slice_insert",
-                         Opcode::SliceInsert,
-                         {{H, 4 * 3 * 7}, {H, 4 * 10 * 7}},
+                         Opcode::SliceInsert, {{H, 4 * 3 * 7}, {H, 4 * 10 * 7}},
                          {4, 10, 3, 5, 7, acc});
 }
 
@@ -177,8 +176,8 @@ TEST(Bf16KernelTest, LayerNorm) {
   const int64_t rows = 37, n = 768;
   expectNativeAndExact(
       "layernorm_fwd", Opcode::LayerNormFwd,
-      {{H, rows * n}, {H, n}, {H, n}, {H, rows * n}, {F, rows}, {F, rows}},
-      {n}, {1e-5});
+      {{H, rows * n}, {H, n}, {H, n}, {H, rows * n}, {F, rows}, {F, rows}}, {n},
+      {1e-5});
   for (DType g : {F, H})
     expectNativeAndExact(g == F ? "layernorm_bwd f32 dgamma"
                                 : "layernorm_bwd bf16 dgamma",
@@ -244,8 +243,8 @@ TEST(Bf16KernelTest, LlamaKernels) {
 TEST(Bf16KernelTest, FusedCausalAttention) {
   // Two query heads per kv head; 200 positions cross the 128-row tiles.
   const int64_t batch = 2, heads = 4, kvHeads = 2, seq = 200, dim = 16;
-  const int64_t qn = batch * heads * seq * dim, kn = batch * kvHeads * seq * dim,
-                rows = batch * heads * seq;
+  const int64_t qn = batch * heads * seq * dim,
+                kn = batch * kvHeads * seq * dim, rows = batch * heads * seq;
   std::vector<int64_t> shape{batch, heads, kvHeads, seq, dim};
   expectNativeAndExact("causal_attention_fwd", Opcode::CausalAttentionFwd,
                        {{H, qn}, {H, kn}, {H, kn}, {H, qn}, {F, rows}}, shape,
@@ -272,11 +271,11 @@ TEST(Bf16KernelTest, MixedDtypesAreStaged) {
   // An f32 bias on a bf16 activation has no bf16 form: the device stages
   // it, as before, and the result is still the f32 kernel's, narrowed.
   EXPECT_FALSE(cpu::kernelTakesDtypes(Opcode::BiasAdd, {H, F, H}));
-  EXPECT_FALSE(cpu::kernelTakesDtypes(Opcode::LayerNormFwd,
-                                      {H, H, H, H, H, H}));
+  EXPECT_FALSE(
+      cpu::kernelTakesDtypes(Opcode::LayerNormFwd, {H, H, H, H, H, H}));
   EXPECT_FALSE(cpu::kernelTakesDtypes(Opcode::Add, {F, F, F}));
-  Result staged = runOne(Opcode::BiasAdd, {{H, 64}, {F, 8}, {H, 64}}, {8}, {},
-                      false, 3);
+  Result staged =
+      runOne(Opcode::BiasAdd, {{H, 64}, {F, 8}, {H, 64}}, {8}, {}, false, 3);
   EXPECT_GT(staged.stagingBytes, 0u);
 }
 
