@@ -39,7 +39,17 @@ void ProgramEmitter::bindValue(Value v, int grad, Operation *sink) {
     // float32 gradient itself; kernels take operands of either dtype.
     if (auto c = dyn_cast<CastOp>(def); c && c.getInput().hasOneUse()) {
       absorbed.insert(c);
-      bindValue(c.getInput(), grad, sink);
+      // A tensor-parallel shard's gradient is reshaped to the parameter's
+      // sharded view before its cast (c_attn's [hidden, 3, heads, dim]):
+      // the reshape is only a view, so its producer writes the float32
+      // gradient too, rather than rounding it to bf16 and accumulating.
+      Value input = c.getInput();
+      if (auto r = input.getDefiningOp<ReshapeOp>();
+          r && r.getInput().hasOneUse() && r.getInput().getDefiningOp()) {
+        absorbed.insert(r);
+        input = r.getInput();
+      }
+      bindValue(input, grad, sink);
       return;
     }
     if (auto add = dyn_cast<AddOp>(def)) {
@@ -513,6 +523,8 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             return success();
           })
           .Case([&](ReshapeOp r) -> LogicalResult {
+            if (absorbed.count(r))
+              return success();
             valueBuffer[r.getResult()] =
                 viewOf(operand(r.getInput()), freshName(r),
                        cast<RankedTensorType>(r.getType()).getShape(), 0);

@@ -176,7 +176,7 @@ private:
     // A matmul whose only use is a cast writes the cast's dtype itself (it
     // accumulates in float32 either way): the float32 logits of a bf16
     // model's head.
-    if (v.getDefiningOp<MatmulOp>() && v.hasOneUse())
+    if (foldsCastIntoResult(v))
       if (auto c = dyn_cast<CastOp>(*v.getUsers().begin());
           c && !absorbed.count(c)) {
         FailureOr<int> b = result(c, c.getResult());
@@ -191,6 +191,25 @@ private:
     int b = newBuffer(freshName(op),
                       cast<RankedTensorType>(v.getType()).getShape(), *dt);
     return valueBuffer[v] = b;
+  }
+  /// Whether `v`'s producer writes the dtype of `v`'s only use, a cast,
+  /// itself: any matmul; and the parameter-gradient results of the norm
+  /// and bias gradients when cast to float32 (under sp these are partial
+  /// sums, all-reduced in float32 before they reach the main gradient).
+  static bool foldsCastIntoResult(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def || !v.hasOneUse())
+      return false;
+    if (isa<MatmulOp>(def))
+      return true;
+    auto c = dyn_cast<CastOp>(*v.getUsers().begin());
+    if (!c || !cast<RankedTensorType>(c.getType()).getElementType().isF32())
+      return false;
+    if (auto ln = dyn_cast<LayerNormGradOp>(def))
+      return v != ln.getInputGrad();
+    if (auto rms = dyn_cast<RmsNormGradOp>(def))
+      return v != rms.getInputGrad();
+    return isa<BiasGradOp>(def);
   }
   int operand(Value v) { return valueBuffer.lookup(v); }
   /// Lets `result` of `op` overwrite `input`'s buffer when `op` is the last

@@ -98,6 +98,31 @@ struct AssignPipelineStagesPass
         afterLayers.insert(&op);
       op.setAttr(kStage, b.getI64IntegerAttr(after ? numStages - 1 : 0));
     }
+    // An op outside the layers that reads parameters only (a tensor-parallel
+    // replicate or reshape of the final norm's weights) runs on the first
+    // stage that uses it, so that its gradient is summed where the
+    // parameter's gradient is accumulated rather than sent to stage 0.
+    llvm::DenseSet<Operation *> paramOnly;
+    for (Operation &op : body) {
+      if (op.hasAttr("strata.layer") || isa<ParamOp, InputOp>(op) ||
+          op.getNumOperands() == 0)
+        continue;
+      if (llvm::all_of(op.getOperands(), [&](Value v) {
+            Operation *def = v.getDefiningOp();
+            return def && (isa<ParamOp>(def) || paramOnly.count(def));
+          }))
+        paramOnly.insert(&op);
+    }
+    for (Operation &op : llvm::reverse(body)) {
+      if (!paramOnly.count(&op))
+        continue;
+      std::optional<int64_t> first;
+      for (Operation *user : op.getUsers())
+        if (auto s = user->getAttrOfType<IntegerAttr>(kStage))
+          first = std::min(first.value_or(s.getInt()), s.getInt());
+      if (first)
+        op.setAttr(kStage, b.getI64IntegerAttr(*first));
+    }
 
     declarePerStage(forward);
   }

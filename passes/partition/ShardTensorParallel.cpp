@@ -160,6 +160,14 @@ Value ShardTensorParallelPass::shardParam(ParamOp param, ArrayRef<int64_t> view,
   if (ArrayRef<int64_t>(box) != localType.getShape()) {
     b.setInsertionPointAfter(param);
     auto reshape = b.create<ReshapeOp>(param.getLoc(), localType, local);
+    // The reshape belongs to its users' layer, so that a pipeline stage
+    // reshapes its own weights (and, in the backward, its own gradients)
+    // instead of the first stage doing it and sending the result on.
+    for (Operation *user : local.getUsers())
+      if (user != reshape.getOperation() && user->hasAttr(kLayerAttr)) {
+        copyLayer(user, reshape);
+        break;
+      }
     local.replaceAllUsesExcept(reshape, reshape);
     local = reshape;
   }
@@ -372,14 +380,19 @@ LogicalResult ShardTensorParallelPass::shardSequence(func::FuncOp forward) {
   OpBuilder &b = *builder;
   int64_t local = seqLen / tp;
   DenseMap<Value, Value> replicated;
-  auto replicate = [&](Value v) {
+  // In the layer of its user (a layer's norm and bias parameters): its
+  // pipeline stage then sums the partial gradients itself.
+  auto replicate = [&](Value v, Operation *user) {
     Value &r = replicated[v];
     if (!r) {
       if (Operation *def = v.getDefiningOp())
         b.setInsertionPointAfter(def);
       else
         b.setInsertionPointToStart(&forward.getBody().front());
-      r = b.create<ReplicateOp>(v.getLoc(), v, b.getStringAttr(kGroup));
+      Operation *rep =
+          b.create<ReplicateOp>(v.getLoc(), v, b.getStringAttr(kGroup));
+      copyLayer(user, rep);
+      r = rep->getResult(0);
     }
     return r;
   };
@@ -405,7 +418,8 @@ LogicalResult ShardTensorParallelPass::shardSequence(func::FuncOp forward) {
           embedding.getLoc(), ids, b.getI64IntegerAttr(seqAxis),
           b.getI64IntegerAttr(tpRank * local), b.getI64IntegerAttr(local));
       embedding.getIdsMutable().set(mine);
-      embedding.getTableMutable().set(replicate(embedding.getTable()));
+      embedding.getTableMutable().set(
+          replicate(embedding.getTable(), embedding));
       embedding.getResult().setType(
           withDim(tensorType(embedding.getResult()), seqAxis, local));
       sharded.insert(embedding.getResult());
@@ -424,7 +438,7 @@ LogicalResult ShardTensorParallelPass::shardSequence(func::FuncOp forward) {
               if (!sharded.contains(op->getOperand(0)))
                 return false;
               for (OpOperand &operand : llvm::drop_begin(op->getOpOperands()))
-                operand.set(replicate(operand.get()));
+                operand.set(replicate(operand.get(), op));
               return true;
             })
             .Case<GeluOp, ReluOp, SiluOp, ScaleOp>([&](auto) { return true; })

@@ -113,12 +113,26 @@ struct MixedPrecisionPass
       auto out = cast<RankedTensorType>(op->getResult(0).getType());
       if (in.getElementType().isF32() || in.getElementType().isF64())
         continue;
-      b.setInsertionPoint(op);
-      auto wide = b.create<CastOp>(
-          op->getLoc(), RankedTensorType::get(in.getShape(), b.getF32Type()),
-          op->getOperand(0));
-      copyPlacement(op, wide);
-      op->setOperand(0, wide.getResult());
+      // A float32 value cast down just before the collective (a replicated
+      // parameter under sp) goes in as it is: the forward rounds it once
+      // after the collective either way, and the backward then keeps the
+      // summed gradient in float32 instead of rounding it to bf16 on its
+      // way to the float32 main gradient.
+      auto narrowed = op->getOperand(0).getDefiningOp<CastOp>();
+      if (narrowed &&
+          narrowed.getInput().getType() ==
+              RankedTensorType::get(in.getShape(), b.getF32Type())) {
+        op->setOperand(0, narrowed.getInput());
+        if (narrowed->use_empty())
+          narrowed->erase();
+      } else {
+        b.setInsertionPoint(op);
+        auto wide = b.create<CastOp>(
+            op->getLoc(), RankedTensorType::get(in.getShape(), b.getF32Type()),
+            op->getOperand(0));
+        copyPlacement(op, wide);
+        op->setOperand(0, wide.getResult());
+      }
       op->getResult(0).setType(
           RankedTensorType::get(out.getShape(), b.getF32Type()));
       b.setInsertionPointAfter(op);

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/AttentionKernels.h"
+#include "runtime/cpu/Element.h"
 #include "runtime/cpu/FastMath.h"
 #include "runtime/kernels/AttentionMath.h"
 
@@ -229,6 +230,87 @@ void causalAttentionBwd(const float *dout, const float *q, const float *k,
                    v + view.kvOffset, out + view.qOffset, lse + view.rowOffset,
                    dq + view.qOffset, dk + view.kvOffset, dv + view.kvOffset, s,
                    scale, probs, dscores, rowDot);
+    }
+}
+
+namespace {
+
+/// Float32 rows of one head of a bf16 tensor (grow-only, per thread).
+struct WideHead {
+  std::vector<float> rows;
+  float *widen(const bf16_t *src, int64_t n) {
+    rows.resize(size_t(n));
+    STRATA_ELEMENTWISE
+    for (int64_t i = 0; i < n; ++i)
+      rows[size_t(i)] = load(src[i]);
+    return rows.data();
+  }
+  float *zeroed(int64_t n) {
+    rows.assign(size_t(n), 0.0f);
+    return rows.data();
+  }
+};
+
+void narrow(const float *src, bf16_t *dst, int64_t n) {
+  STRATA_ELEMENTWISE
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = store<bf16_t>(src[i]);
+}
+
+} // namespace
+
+void causalAttentionFwd(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                        uint16_t *out, float *lse, const AttentionShape &s,
+                        float scale) {
+  static thread_local std::vector<float> tile;
+  static thread_local WideHead qh, kh, vh, oh;
+  tile.resize(kRowTile * kKeyTile);
+  const int64_t sd = s.seq * s.headDim, group = s.heads / s.kvHeads;
+  float *o = oh.zeroed(sd), *kw = nullptr, *vw = nullptr;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h) {
+      HeadView view = headView(s, b, h);
+      if (h % group == 0) {
+        kw = kh.widen(k + view.kvOffset, sd);
+        vw = vh.widen(v + view.kvOffset, sd);
+      }
+      forwardHead(qh.widen(q + view.qOffset, sd), kw, vw, o,
+                  lse + view.rowOffset, s, scale, tile);
+      narrow(o, out + view.qOffset, sd);
+    }
+}
+
+void causalAttentionBwd(const uint16_t *dout, const uint16_t *q,
+                        const uint16_t *k, const uint16_t *v,
+                        const uint16_t *out, const float *lse, uint16_t *dq,
+                        uint16_t *dk, uint16_t *dv, const AttentionShape &s,
+                        float scale) {
+  static thread_local std::vector<float> probs, dscores, rowDot;
+  static thread_local WideHead gh, qh, kh, vh, oh, dqh, dkh, dvh;
+  probs.resize(kRowTile * kKeyTile);
+  dscores.resize(kRowTile * kKeyTile);
+  rowDot.resize(s.seq);
+  const int64_t sd = s.seq * s.headDim, group = s.heads / s.kvHeads;
+  float *dqw = dqh.zeroed(sd), *kw = nullptr, *vw = nullptr, *dkw = nullptr,
+        *dvw = nullptr;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h) {
+      HeadView view = headView(s, b, h);
+      if (h % group == 0) { // the first query head of a kv head
+        kw = kh.widen(k + view.kvOffset, sd);
+        vw = vh.widen(v + view.kvOffset, sd);
+        dkw = dkh.zeroed(sd);
+        dvw = dvh.zeroed(sd);
+      }
+      backwardHead(gh.widen(dout + view.qOffset, sd),
+                   qh.widen(q + view.qOffset, sd), kw, vw,
+                   oh.widen(out + view.qOffset, sd), lse + view.rowOffset, dqw,
+                   dkw, dvw, s, scale, probs, dscores, rowDot);
+      narrow(dqw, dq + view.qOffset, sd);
+      if (h % group == group - 1) { // its last: dk, dv are complete
+        narrow(dkw, dk + view.kvOffset, sd);
+        narrow(dvw, dv + view.kvOffset, sd);
+      }
     }
 }
 

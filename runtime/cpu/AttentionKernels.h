@@ -42,6 +42,21 @@ void causalAttentionBwd(const float *dout, const float *q, const float *k,
                         float *dq, float *dk, float *dv,
                         const AttentionShape &s, float scale);
 
+/// bfloat16 q, k, v, out (and dout, dq, dk, dv); lse stays float32. Each
+/// head is widened as it is reached into float32 rows of one head (seq x
+/// headDim, the tiles' source), computed by the float32 code above with
+/// float32 accumulation, and its results rounded once into the bf16
+/// tensors (dk and dv after the last query head of their kv head): bit for
+/// bit the float32 kernels on widened tensors, without whole-tensor copies.
+void causalAttentionFwd(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                        uint16_t *out, float *lse, const AttentionShape &s,
+                        float scale);
+void causalAttentionBwd(const uint16_t *dout, const uint16_t *q,
+                        const uint16_t *k, const uint16_t *v,
+                        const uint16_t *out, const float *lse, uint16_t *dq,
+                        uint16_t *dk, uint16_t *dv, const AttentionShape &s,
+                        float scale);
+
 } // namespace strata::rt::cpu
 
 #endif // STRATA_RUNTIME_CPU_ATTENTIONKERNELS_H

@@ -48,9 +48,22 @@ std::string profileKey(const Instruction &inst, double &flops) {
   return buf;
 }
 
-/// Opcodes whose kernels read and write bfloat16 buffers themselves; every
-/// other kernel computes in float32 on staged copies of its bf16 operands.
-bool handlesBf16(Opcode op) {
+/// Instructions whose kernels read and write their bfloat16 buffers
+/// themselves; every other kernel computes in float32 on staged copies of
+/// its bf16 operands.
+bool handlesBf16(Opcode op, const std::vector<DType> &dtypes) {
+  // STRATA_BF16_STAGE=1 stages every kernel but matmul and convert (the
+  // float32 kernels on widened copies: what the bf16 forms must equal);
+  // STRATA_BF16_STAGE=name,name stages those opcodes only.
+  static const std::string stage = [] {
+    const char *env = std::getenv("STRATA_BF16_STAGE");
+    return "," + std::string(env ? env : "") + ",";
+  }();
+  bool staged = stage == ",1," ||
+                stage.find("," + std::string(getOpSchema(op).name) + ",") !=
+                    std::string::npos;
+  if (!staged && kernelTakesDtypes(op, dtypes))
+    return true;
   switch (op) {
   case Opcode::Matmul:
   case Opcode::Convert:
@@ -147,6 +160,7 @@ void CpuDevice::prepare(const RankProgram &rank) {
 
   profile_.clear();
   std::map<std::string, uint32_t> slotOf;
+  std::string stagedKinds; // for STRATA_PROFILE
   uint64_t stagingFloats = 0;
   for (int k = 0; k < kNumSequenceKinds; ++k) {
     auto &bound = sequences_[k];
@@ -175,7 +189,7 @@ void CpuDevice::prepare(const RankProgram &rank) {
       if (added)
         profile_.push_back({key, flops, 0, 0.0});
       BoundStep step{kernel, std::move(b), it->second, {}, {}};
-      if (!handlesBf16(inst.opcode)) {
+      if (!handlesBf16(inst.opcode, step.bound.dtypes)) {
         const OpSchema &schema = getOpSchema(inst.opcode);
         uint64_t floats = 0;
         for (size_t i = 0; i < step.bound.operands.size(); ++i) {
@@ -189,6 +203,10 @@ void CpuDevice::prepare(const RankProgram &rank) {
           floats += (uint64_t(step.bound.elements[i]) + 15) / 16 * 16;
         }
         stagingFloats = std::max(stagingFloats, floats);
+        std::string kind = getOpSchema(inst.opcode).name;
+        if (floats && (" " + stagedKinds + " ").find(" " + kind + " ") ==
+                          std::string::npos)
+          stagedKinds += (stagedKinds.empty() ? "" : " ") + kind;
       }
       bound.push_back(std::move(step));
     }
@@ -208,6 +226,14 @@ void CpuDevice::prepare(const RankProgram &rank) {
         step.widened.dtypes[st.operand] = DType::F32;
       }
     }
+  if (profiling_ && bf16)
+    std::fprintf(stderr,
+                 "strata: STRATA_PROFILE: arena %llu bytes; bf16 operands of "
+                 "float32-only kernels staged outside it: %llu bytes%s%s\n",
+                 (unsigned long long)arenaBytes_,
+                 (unsigned long long)stagingBytes(),
+                 stagedKinds.empty() ? "" : " (",
+                 stagedKinds.empty() ? "" : (stagedKinds + ")").c_str());
   static bool told = false;
   if (bf16 && !hasBf16Gemm() && !told) {
     told = true;

@@ -22,6 +22,10 @@ struct BoundInstruction {
   std::vector<DType> dtypes;     ///< Element type of each operand.
 
   float *f32(size_t i) const { return static_cast<float *>(operands[i]); }
+  uint16_t *bf16(size_t i) const {
+    return static_cast<uint16_t *>(operands[i]);
+  }
+  bool isBf16(size_t i) const { return dtypes[i] == DType::BF16; }
   int32_t *i32(size_t i) const { return static_cast<int32_t *>(operands[i]); }
   double *f64(size_t i) const { return static_cast<double *>(operands[i]); }
   int64_t attr(size_t i) const { return inst->ints[i]; }
@@ -44,6 +48,9 @@ public:
   void download(uint64_t offset, void *dst, uint64_t bytes) const override;
   void setTracer(InstructionTracer *tracer) override { tracer_ = tracer; }
   void run(SequenceKind kind, const ExecContext &ctx) override;
+  /// Bytes of float32 staging outside the arena: copies of the bf16
+  /// operands of the largest instruction whose kernel has no bf16 form.
+  uint64_t stagingBytes() const { return staging_.size() * sizeof(float); }
 
 private:
   /// A bfloat16 operand of a kernel that computes on float32: widened into

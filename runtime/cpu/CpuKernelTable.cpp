@@ -29,33 +29,69 @@ using B = BoundInstruction;
 using C = ExecContext;
 
 void runFill(const B &b, const C &) {
-  fill(b.f32(0), b.elements[0], float(b.fattr(0)));
+  if (b.isBf16(0))
+    fill(b.bf16(0), b.elements[0], float(b.fattr(0)));
+  else
+    fill(b.f32(0), b.elements[0], float(b.fattr(0)));
 }
-void runCopy(const B &b, const C &) { copy(b.f32(0), b.f32(1), b.elements[0]); }
+void runCopy(const B &b, const C &) {
+  if (b.isBf16(0))
+    copy(b.bf16(0), b.bf16(1), b.elements[0]);
+  else
+    copy(b.f32(0), b.f32(1), b.elements[0]);
+}
 void runAccumulate(const B &b, const C &) {
-  accumulate(b.f32(0), b.f32(1), b.elements[0]);
+  if (!b.isBf16(0))
+    accumulate(b.f32(0), b.f32(1), b.elements[0]);
+  else if (b.isBf16(1))
+    accumulate(b.bf16(0), b.bf16(1), b.elements[0]);
+  else
+    accumulate(b.bf16(0), b.f32(1), b.elements[0]);
 }
+// Kernels with a bf16 form take it when kernelTakesDtypes says so (then
+// their activation operands are all bf16); otherwise every operand is f32
+// (the device stages bf16 ones).
 void runAdd(const B &b, const C &) {
-  add(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    add(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    add(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runMul(const B &b, const C &) {
-  mul(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    mul(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    mul(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runScale(const B &b, const C &) {
-  scale(b.f32(0), b.f32(1), b.elements[0], float(b.fattr(0)));
+  if (b.isBf16(0))
+    scale(b.bf16(0), b.bf16(1), b.elements[0], float(b.fattr(0)));
+  else
+    scale(b.f32(0), b.f32(1), b.elements[0], float(b.fattr(0)));
 }
 void runTranspose(const B &b, const C &) {
   int rank = int(b.attr(0));
-  transpose(b.f32(0), b.f32(1), rank, b.inst->ints.data() + 1,
-            b.inst->ints.data() + 1 + rank);
+  const int64_t *dims = b.inst->ints.data() + 1, *perm = dims + rank;
+  if (b.isBf16(0))
+    transpose(b.bf16(0), b.bf16(1), rank, dims, perm);
+  else
+    transpose(b.f32(0), b.f32(1), rank, dims, perm);
 }
 void runSliceCopy(const B &b, const C &) {
-  sliceCopy(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
-            b.attr(4));
+  if (b.isBf16(0))
+    sliceCopy(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
+              b.attr(4));
+  else
+    sliceCopy(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
+              b.attr(4));
 }
 void runSliceInsert(const B &b, const C &) {
-  sliceInsert(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
-              b.attr(4), b.attr(5) != 0);
+  if (b.isBf16(0))
+    sliceInsert(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
+                b.attr(3), b.attr(4), b.attr(5) != 0);
+  else
+    sliceInsert(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2), b.attr(3),
+                b.attr(4), b.attr(5) != 0);
 }
 void runMatmul(const B &b, const C &) {
   MatmulShape s;
@@ -95,17 +131,31 @@ void runEmbeddingBwd(const B &b, const C &) {
 }
 void runBiasAdd(const B &b, const C &) {
   int64_t n = b.attr(0);
-  biasAdd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n);
+  if (b.isBf16(0))
+    biasAdd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0] / n, n);
+  else
+    biasAdd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n);
 }
 void runBiasGrad(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  biasGrad(b.f32(0), b.f32(1), b.elements[0] / n, n);
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  if (!b.isBf16(0))
+    biasGrad(b.f32(0), b.f32(1), rows, n);
+  else if (b.isBf16(1))
+    biasGrad(b.bf16(0), b.bf16(1), rows, n);
+  else
+    biasGrad(b.bf16(0), b.f32(1), rows, n);
 }
 void runGeluFwd(const B &b, const C &) {
-  geluFwd(b.f32(0), b.f32(1), b.elements[0]);
+  if (b.isBf16(0))
+    geluFwd(b.bf16(0), b.bf16(1), b.elements[0]);
+  else
+    geluFwd(b.f32(0), b.f32(1), b.elements[0]);
 }
 void runGeluBwd(const B &b, const C &) {
-  geluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    geluBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    geluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runReluFwd(const B &b, const C &) {
   reluFwd(b.f32(0), b.f32(1), b.elements[0]);
@@ -114,19 +164,34 @@ void runReluBwd(const B &b, const C &) {
   reluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runLayerNormFwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  layerNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-               b.elements[0] / n, n, float(b.fattr(0)));
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  float eps = float(b.fattr(0));
+  if (b.isBf16(0))
+    layerNormFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.f32(4), b.f32(5),
+                 rows, n, eps);
+  else
+    layerNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+                 rows, n, eps);
 }
 void runLayerNormBwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  layerNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-               b.f32(6), b.f32(7), b.elements[0] / n, n);
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  if (!b.isBf16(0))
+    layerNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
+                 b.f32(6), b.f32(7), rows, n);
+  else if (b.isBf16(6))
+    layerNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.f32(4), b.bf16(5),
+                 b.bf16(6), b.bf16(7), rows, n);
+  else
+    layerNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.f32(4), b.bf16(5),
+                 b.f32(6), b.f32(7), rows, n);
 }
 void runSoftmaxFwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  softmaxFwd(b.f32(0), b.f32(1), b.elements[0] / n, n, b.attr(1) != 0,
-             float(b.fattr(0)));
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  bool causal = b.attr(1) != 0;
+  if (b.isBf16(0))
+    softmaxFwd(b.bf16(0), b.bf16(1), rows, n, causal, float(b.fattr(0)));
+  else
+    softmaxFwd(b.f32(0), b.f32(1), rows, n, causal, float(b.fattr(0)));
 }
 void runRotaryAtPosition(const B &b, const C &ctx) {
   int64_t dim = b.attr(0);
@@ -142,18 +207,29 @@ AttentionShape attentionShape(const B &b) {
   return {b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4)};
 }
 void runCausalAttentionFwd(const B &b, const C &) {
-  causalAttentionFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
-                     attentionShape(b), float(b.fattr(0)));
+  if (b.isBf16(0))
+    causalAttentionFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.f32(4),
+                       attentionShape(b), float(b.fattr(0)));
+  else
+    causalAttentionFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
+                       attentionShape(b), float(b.fattr(0)));
 }
 void runCausalAttentionBwd(const B &b, const C &) {
-  causalAttentionBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-                     b.f32(6), b.f32(7), b.f32(8), attentionShape(b),
-                     float(b.fattr(0)));
+  if (b.isBf16(0))
+    causalAttentionBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.bf16(4),
+                       b.f32(5), b.bf16(6), b.bf16(7), b.bf16(8),
+                       attentionShape(b), float(b.fattr(0)));
+  else
+    causalAttentionBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
+                       b.f32(5), b.f32(6), b.f32(7), b.f32(8),
+                       attentionShape(b), float(b.fattr(0)));
 }
 void runSoftmaxBwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  softmaxBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n,
-             float(b.fattr(0)));
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  if (b.isBf16(0))
+    softmaxBwd(b.bf16(0), b.bf16(1), b.bf16(2), rows, n, float(b.fattr(0)));
+  else
+    softmaxBwd(b.f32(0), b.f32(1), b.f32(2), rows, n, float(b.fattr(0)));
 }
 void runCrossEntropyFwd(const B &b, const C &) {
   int64_t vocab = b.attr(0);
@@ -185,41 +261,74 @@ void runCeVpBwd(const B &b, const C &) {
 }
 // Llama family.
 void runRmsNormFwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  rmsNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.elements[0] / n, n,
-             float(b.fattr(0)));
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  float eps = float(b.fattr(0));
+  if (b.isBf16(0))
+    rmsNormFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), rows, n, eps);
+  else
+    rmsNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), rows, n, eps);
 }
 void runRmsNormBwd(const B &b, const C &) {
-  int64_t n = b.attr(0);
-  rmsNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-             b.elements[0] / n, n);
+  int64_t n = b.attr(0), rows = b.elements[0] / n;
+  if (!b.isBf16(0))
+    rmsNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5), rows,
+               n);
+  else if (b.isBf16(5))
+    rmsNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.bf16(4), b.bf16(5),
+               rows, n);
+  else
+    rmsNormBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.f32(3), b.bf16(4), b.f32(5),
+               rows, n);
 }
 void runRotary(const B &b, bool inverse) {
-  int64_t seq = b.attr(0), dim = b.attr(1);
-  rotary(b.f32(0), b.f32(1), b.elements[0] / (seq * dim), seq, dim, b.fattr(0),
-         inverse);
+  int64_t seq = b.attr(0), dim = b.attr(1), outer = b.elements[0] / (seq * dim);
+  if (b.isBf16(0))
+    rotary(b.bf16(0), b.bf16(1), outer, seq, dim, b.fattr(0), inverse);
+  else
+    rotary(b.f32(0), b.f32(1), outer, seq, dim, b.fattr(0), inverse);
 }
 void runRotaryFwd(const B &b, const C &) { runRotary(b, false); }
 void runRotaryBwd(const B &b, const C &) { runRotary(b, true); }
 void runSiluFwd(const B &b, const C &) {
-  siluFwd(b.f32(0), b.f32(1), b.elements[0]);
+  if (b.isBf16(0))
+    siluFwd(b.bf16(0), b.bf16(1), b.elements[0]);
+  else
+    siluFwd(b.f32(0), b.f32(1), b.elements[0]);
 }
 void runSiluBwd(const B &b, const C &) {
-  siluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    siluBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    siluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runSiluMulFwd(const B &b, const C &) {
-  siluMulFwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+  if (b.isBf16(0))
+    siluMulFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
+  else
+    siluMulFwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
 void runSiluMulBwd(const B &b, const C &) {
-  siluMulBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.elements[0]);
+  if (b.isBf16(0))
+    siluMulBwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.bf16(4),
+               b.elements[0]);
+  else
+    siluMulBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.elements[0]);
 }
 void runRepeatInterleave(const B &b, const C &) {
-  repeatInterleave(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
-                   b.attr(3));
+  if (b.isBf16(0))
+    repeatInterleave(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
+                     b.attr(3));
+  else
+    repeatInterleave(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
+                     b.attr(3));
 }
 void runRepeatInterleaveBwd(const B &b, const C &) {
-  repeatInterleaveBwd(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
-                      b.attr(3));
+  if (b.isBf16(0))
+    repeatInterleaveBwd(b.bf16(0), b.bf16(1), b.attr(0), b.attr(1), b.attr(2),
+                        b.attr(3));
+  else
+    repeatInterleaveBwd(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
+                        b.attr(3));
 }
 
 void runGradSumSq(const B &b, const C &) {
@@ -392,6 +501,65 @@ std::array<KernelFn, 65536> buildTable() {
 }
 
 } // namespace
+
+bool kernelTakesDtypes(Opcode op, const std::vector<DType> &dtypes) {
+  auto all = [&](std::initializer_list<size_t> operands, DType t) {
+    for (size_t i : operands)
+      if (i >= dtypes.size() || dtypes[i] != t)
+        return false;
+    return true;
+  };
+  const DType H = DType::BF16, F = DType::F32;
+  switch (op) {
+  case Opcode::Add:
+  case Opcode::Mul:
+  case Opcode::BiasAdd:
+  case Opcode::GeluBwd:
+    return all({0, 1, 2}, H);
+  case Opcode::Scale:
+  case Opcode::GeluFwd:
+  case Opcode::Copy:
+  case Opcode::Transpose:
+  case Opcode::SliceCopy:
+  case Opcode::SliceInsert:
+    return all({0, 1}, H);
+  case Opcode::RotaryFwd:
+  case Opcode::RotaryBwd:
+  case Opcode::SiluFwd:
+  case Opcode::RepeatInterleave:
+  case Opcode::RepeatInterleaveBwd:
+    return all({0, 1}, H);
+  case Opcode::SoftmaxFwd:
+    return all({0, 1}, H);
+  case Opcode::SoftmaxBwd:
+  case Opcode::SiluBwd:
+  case Opcode::SiluMulFwd:
+    return all({0, 1, 2}, H);
+  case Opcode::SiluMulBwd:
+    return all({0, 1, 2, 3, 4}, H);
+  case Opcode::RmsNormFwd: // x, weight, out; rstd
+    return all({0, 1, 2}, H) && all({3}, F);
+  case Opcode::RmsNormBwd: // dy, x, weight; rstd; dx; dweight
+    return all({0, 1, 2, 4}, H) && all({3}, F) && (all({5}, H) || all({5}, F));
+  case Opcode::Fill:
+    return all({0}, H);
+  case Opcode::Accumulate: // into a float32 or a bf16 sum
+    return all({0}, H);
+  case Opcode::BiasGrad: // into a float32 or a bf16 gradient
+    return all({0}, H);
+  case Opcode::LayerNormFwd:
+    return all({0, 1, 2, 3}, H) && all({4, 5}, F);
+  case Opcode::CausalAttentionFwd: // q, k, v, out; lse
+    return all({0, 1, 2, 3}, H) && all({4}, F);
+  case Opcode::CausalAttentionBwd: // dout, q, k, v, out; lse; dq, dk, dv
+    return all({0, 1, 2, 3, 4, 6, 7, 8}, H) && all({5}, F);
+  case Opcode::LayerNormBwd:
+    return all({0, 1, 2, 5}, H) && all({3, 4}, F) &&
+           (all({6, 7}, H) || all({6, 7}, F));
+  default:
+    return false;
+  }
+}
 
 KernelFn lookupCpuKernel(Opcode opcode) {
   static const std::array<KernelFn, 65536> table = buildTable();

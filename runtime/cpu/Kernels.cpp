@@ -13,6 +13,7 @@
 
 #include "runtime/cpu/Kernels.h"
 
+#include "runtime/cpu/Element.h"
 #include "runtime/cpu/FastMath.h"
 #include "runtime/kernels/GeluMath.h"
 #include "runtime/kernels/LayerNormMath.h"
@@ -42,28 +43,61 @@ void copy(const float *x, float *out, int64_t n) {
     std::memcpy(out, x, sizeof(float) * n);
 }
 
-void accumulate(const float *x, float *y, int64_t n) {
+namespace {
+template <typename X, typename Y>
+void accumulateT(const X *x, Y *y, int64_t n) {
   STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i)
-    y[i] += x[i];
+    y[i] = store<Y>(load(y[i]) + load(x[i]));
 }
+} // namespace
+
+void accumulate(const float *x, float *y, int64_t n) { accumulateT(x, y, n); }
+void accumulate(const bf16_t *x, float *y, int64_t n) { accumulateT(x, y, n); }
+void accumulate(const bf16_t *x, bf16_t *y, int64_t n) { accumulateT(x, y, n); }
+void fill(bf16_t *out, int64_t n, float value) {
+  std::fill(out, out + n, store<bf16_t>(value));
+}
+void copy(const bf16_t *x, bf16_t *out, int64_t n) {
+  if (x != out)
+    std::memcpy(out, x, sizeof(bf16_t) * n);
+}
+
+namespace {
+template <typename T> void addT(const T *a, const T *b, T *out, int64_t n) {
+  STRATA_ELEMENTWISE
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = store<T>(load(a[i]) + load(b[i]));
+}
+template <typename T> void mulT(const T *a, const T *b, T *out, int64_t n) {
+  STRATA_ELEMENTWISE
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = store<T>(load(a[i]) * load(b[i]));
+}
+template <typename T> void scaleT(const T *x, T *out, int64_t n, float alpha) {
+  STRATA_ELEMENTWISE
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = store<T>(alpha * load(x[i]));
+}
+} // namespace
 
 void add(const float *a, const float *b, float *out, int64_t n) {
-  STRATA_ELEMENTWISE
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = a[i] + b[i];
+  addT(a, b, out, n);
 }
-
+void add(const bf16_t *a, const bf16_t *b, bf16_t *out, int64_t n) {
+  addT(a, b, out, n);
+}
 void mul(const float *a, const float *b, float *out, int64_t n) {
-  STRATA_ELEMENTWISE
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = a[i] * b[i];
+  mulT(a, b, out, n);
 }
-
+void mul(const bf16_t *a, const bf16_t *b, bf16_t *out, int64_t n) {
+  mulT(a, b, out, n);
+}
 void scale(const float *x, float *out, int64_t n, float alpha) {
-  STRATA_ELEMENTWISE
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = alpha * x[i];
+  scaleT(x, out, n, alpha);
+}
+void scale(const bf16_t *x, bf16_t *out, int64_t n, float alpha) {
+  scaleT(x, out, n, alpha);
 }
 
 void embeddingFwd(const int32_t *ids, int64_t count, const float *table,
@@ -91,29 +125,83 @@ void embeddingBwd(const int32_t *ids, int64_t count, const float *dout,
 void biasAdd(const float *x, const float *bias, float *out, int64_t rows,
              int64_t n) {
   for (int64_t r = 0; r < rows; ++r)
-    add(x + r * n, bias, out + r * n, n);
+    addT(x + r * n, bias, out + r * n, n);
+}
+void biasAdd(const bf16_t *x, const bf16_t *bias, bf16_t *out, int64_t rows,
+             int64_t n) {
+  for (int64_t r = 0; r < rows; ++r)
+    addT(x + r * n, bias, out + r * n, n);
 }
 
+namespace {
+template <typename T>
+void biasGradT(const T *dout, float *dbias, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *row = dout + r * n;
+    STRATA_ELEMENTWISE
+    for (int64_t i = 0; i < n; ++i)
+      dbias[i] += load(row[i]);
+  }
+}
+
+/// A row of float32 sums of a bf16 destination: widened before the
+/// kernel adds into it and rounded once after, as the column sums of a
+/// float32 destination are (one row of the hidden size, not a copy of the
+/// activations).
+struct WideRow {
+  explicit WideRow(bf16_t *dst, int64_t n)
+      : dst(dst), n(n), storage(size_t(n)), wide(storage.data()) {
+    for (int64_t i = 0; i < n; ++i)
+      wide[i] = load(dst[i]);
+  }
+  ~WideRow() {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = store<bf16_t>(wide[i]);
+  }
+  bf16_t *dst;
+  int64_t n;
+  std::vector<float> storage;
+  float *wide;
+};
+} // namespace
+
 void biasGrad(const float *dout, float *dbias, int64_t rows, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r)
-    accumulate(dout + r * n, dbias, n);
+  biasGradT(dout, dbias, rows, n);
+}
+void biasGrad(const bf16_t *dout, float *dbias, int64_t rows, int64_t n) {
+  biasGradT(dout, dbias, rows, n);
+}
+void biasGrad(const bf16_t *dout, bf16_t *dbias, int64_t rows, int64_t n) {
+  WideRow sums(dbias, n);
+  biasGradT(dout, sums.wide, rows, n);
 }
 
 // The math is runtime/kernels/GeluMath.h's; the sigmoid is FastMath's.
-void geluFwd(const float *x, float *out, int64_t n) {
+namespace {
+template <typename T> void geluFwdT(const T *x, T *out, int64_t n) {
   STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    out[i] = k::geluForward(v, sigmoidApprox(k::geluSigmoidArg(v)));
+    float v = load(x[i]);
+    out[i] = store<T>(k::geluForward(v, sigmoidApprox(k::geluSigmoidArg(v))));
   }
 }
-
-void geluBwd(const float *x, const float *dy, float *dx, int64_t n) {
+template <typename T> void geluBwdT(const T *x, const T *dy, T *dx, int64_t n) {
   STRATA_ELEMENTWISE
   for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    dx[i] = k::geluBackward(v, sigmoidApprox(k::geluSigmoidArg(v)), dy[i]);
+    float v = load(x[i]);
+    dx[i] = store<T>(
+        k::geluBackward(v, sigmoidApprox(k::geluSigmoidArg(v)), load(dy[i])));
   }
+}
+} // namespace
+
+void geluFwd(const float *x, float *out, int64_t n) { geluFwdT(x, out, n); }
+void geluFwd(const bf16_t *x, bf16_t *out, int64_t n) { geluFwdT(x, out, n); }
+void geluBwd(const float *x, const float *dy, float *dx, int64_t n) {
+  geluBwdT(x, dy, dx, n);
+}
+void geluBwd(const bf16_t *x, const bf16_t *dy, bf16_t *dx, int64_t n) {
+  geluBwdT(x, dy, dx, n);
 }
 
 void reluFwd(const float *x, float *out, int64_t n) {
@@ -128,84 +216,139 @@ void reluBwd(const float *x, const float *dy, float *dx, int64_t n) {
     dx[i] = k::reluBackward(x[i], dy[i]);
 }
 
-void layerNormFwd(const float *x, const float *gamma, const float *beta,
-                  float *out, float *mean, float *rstd, int64_t rows, int64_t n,
-                  float eps) {
+namespace {
+template <typename T>
+void layerNormFwdT(const T *x, const T *gamma, const T *beta, T *out,
+                   float *mean, float *rstd, int64_t rows, int64_t n,
+                   float eps) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float *__restrict xr = x + r * n;
-    float *__restrict yr = out + r * n;
+    const T *__restrict xr = x + r * n;
+    T *__restrict yr = out + r * n;
     float acc[kLanes] = {};
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes)
       for (int j = 0; j < kLanes; ++j)
-        acc[j] += xr[i + j];
+        acc[j] += load(xr[i + j]);
     for (; i < n; ++i)
-      acc[0] += xr[i];
+      acc[0] += load(xr[i]);
     float mu = sumLanes(acc) / float(n);
     // Two passes (the row is in L1): E[(x - mu)^2] keeps its precision when
     // the mean is large, unlike E[x^2] - mu^2.
     std::fill(acc, acc + kLanes, 0.0f);
     for (i = 0; i + kLanes <= n; i += kLanes)
       for (int j = 0; j < kLanes; ++j) {
-        float d = xr[i + j] - mu;
+        float d = load(xr[i + j]) - mu;
         acc[j] += d * d;
       }
     for (; i < n; ++i)
-      acc[0] += (xr[i] - mu) * (xr[i] - mu);
+      acc[0] += (load(xr[i]) - mu) * (load(xr[i]) - mu);
     float rs = k::layerNormRstd(sumLanes(acc), n, eps);
     STRATA_ELEMENTWISE
     for (int64_t i = 0; i < n; ++i)
-      yr[i] = k::layerNormForward(xr[i], mu, rs, gamma[i], beta[i]);
+      yr[i] = store<T>(k::layerNormForward(load(xr[i]), mu, rs, load(gamma[i]),
+                                           load(beta[i])));
     mean[r] = mu;
     rstd[r] = rs;
   }
 }
 
-void layerNormBwd(const float *dy, const float *x, const float *gamma,
-                  const float *mean, const float *rstd, float *dx,
-                  float *dgamma, float *dbeta, int64_t rows, int64_t n) {
+template <typename T>
+void layerNormBwdT(const T *dy, const T *x, const T *gamma, const float *mean,
+                   const float *rstd, T *dx, float *dgamma, float *dbeta,
+                   int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float *__restrict xr = x + r * n;
-    const float *__restrict gr = dy + r * n;
-    float *__restrict dxr = dx + r * n;
+    const T *__restrict xr = x + r * n;
+    const T *__restrict gr = dy + r * n;
+    T *__restrict dxr = dx + r * n;
     float mu = mean[r], rs = rstd[r];
     // Sums of dxhat and dxhat * xhat, where dxhat = dy * gamma.
     float accD[kLanes] = {}, accDX[kLanes] = {};
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes)
       for (int j = 0; j < kLanes; ++j) {
-        float xhat = k::layerNormNormalized(xr[i + j], mu, rs);
-        float d = gr[i + j] * gamma[i + j];
+        float xhat = k::layerNormNormalized(load(xr[i + j]), mu, rs);
+        float d = load(gr[i + j]) * load(gamma[i + j]);
         accD[j] += d;
         accDX[j] += d * xhat;
       }
     for (; i < n; ++i) {
-      float xhat = k::layerNormNormalized(xr[i], mu, rs);
-      float d = gr[i] * gamma[i];
+      float xhat = k::layerNormNormalized(load(xr[i]), mu, rs);
+      float d = load(gr[i]) * load(gamma[i]);
       accD[0] += d;
       accDX[0] += d * xhat;
     }
     for (i = 0; i < n; ++i) {
-      float xhat = k::layerNormNormalized(xr[i], mu, rs);
-      dgamma[i] += gr[i] * xhat;
-      dbeta[i] += gr[i];
+      float xhat = k::layerNormNormalized(load(xr[i]), mu, rs);
+      dgamma[i] += load(gr[i]) * xhat;
+      dbeta[i] += load(gr[i]);
     }
     float meanD = sumLanes(accD) / float(n),
           meanDX = sumLanes(accDX) / float(n);
     STRATA_ELEMENTWISE
     for (int64_t i = 0; i < n; ++i) {
-      float xhat = k::layerNormNormalized(xr[i], mu, rs);
-      dxr[i] = k::layerNormInputGrad(gr[i], gamma[i], xhat, rs, meanD, meanDX);
+      float xhat = k::layerNormNormalized(load(xr[i]), mu, rs);
+      dxr[i] = store<T>(k::layerNormInputGrad(load(gr[i]), load(gamma[i]), xhat,
+                                              rs, meanD, meanDX));
     }
   }
 }
 
-void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
-                bool causal, float scale) {
+} // namespace
+
+// The float32 bodies are not inlined into the bf16 forms, which run their
+// rows through them (Element.h's rowBuffer).
+[[gnu::noinline]] void layerNormFwd(const float *x, const float *gamma,
+                                    const float *beta, float *out, float *mean,
+                                    float *rstd, int64_t rows, int64_t n,
+                                    float eps) {
+  layerNormFwdT(x, gamma, beta, out, mean, rstd, rows, n, eps);
+}
+void layerNormFwd(const bf16_t *x, const bf16_t *gamma, const bf16_t *beta,
+                  bf16_t *out, float *mean, float *rstd, int64_t rows,
+                  int64_t n, float eps) {
+  static thread_local std::vector<float> xs, ys, gs, bs;
+  float *xw = rowBuffer(xs, n), *yw = rowBuffer(ys, n), *gw = rowBuffer(gs, n),
+        *bw = rowBuffer(bs, n);
+  widenRow(gamma, gw, n);
+  widenRow(beta, bw, n);
   for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * n;
-    float *yr = out + r * n;
-    int64_t valid = k::softmaxValidColumns(r, n, causal);
+    widenRow(x + r * n, xw, n);
+    layerNormFwd(xw, gw, bw, yw, mean + r, rstd + r, 1, n, eps);
+    narrowRow(yw, out + r * n, n);
+  }
+}
+[[gnu::noinline]] void layerNormBwd(const float *dy, const float *x,
+                                    const float *gamma, const float *mean,
+                                    const float *rstd, float *dx, float *dgamma,
+                                    float *dbeta, int64_t rows, int64_t n) {
+  layerNormBwdT(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, n);
+}
+void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
+                  const float *mean, const float *rstd, bf16_t *dx,
+                  float *dgamma, float *dbeta, int64_t rows, int64_t n) {
+  static thread_local std::vector<float> dys, xs, gs, dxs;
+  float *dyw = rowBuffer(dys, n), *xw = rowBuffer(xs, n),
+        *gw = rowBuffer(gs, n), *dxw = rowBuffer(dxs, n);
+  widenRow(gamma, gw, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    widenRow(dy + r * n, dyw, n);
+    widenRow(x + r * n, xw, n);
+    layerNormBwd(dyw, xw, gw, mean + r, rstd + r, dxw, dgamma, dbeta, 1, n);
+    narrowRow(dxw, dx + r * n, n);
+  }
+}
+void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
+                  const float *mean, const float *rstd, bf16_t *dx,
+                  bf16_t *dgamma, bf16_t *dbeta, int64_t rows, int64_t n) {
+  WideRow g(dgamma, n), b(dbeta, n);
+  layerNormBwd(dy, x, gamma, mean, rstd, dx, g.wide, b.wide, rows, n);
+}
+
+namespace {
+/// One row of softmaxFwd: its first `valid` columns, zeros after.
+void softmaxFwdRow(const float *xr, float *yr, int64_t valid, int64_t n,
+                   float scale) {
+  {
     // max(scale * x) from max or min of x, as the sign of scale says.
     float mx;
     if (scale >= 0.0f) {
@@ -234,6 +377,33 @@ void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
       yr[j] *= inv;
     for (int64_t j = valid; j < n; ++j)
       yr[j] = 0.0f;
+  }
+}
+
+/// Float32 rows for the bf16 forms (one row of each operand, in L1).
+float *wideRow(std::vector<float> &row, int64_t n) {
+  if (int64_t(row.size()) < n)
+    row.resize(size_t(n));
+  return row.data();
+}
+} // namespace
+
+void softmaxFwd(const float *x, float *out, int64_t rows, int64_t n,
+                bool causal, float scale) {
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxFwdRow(x + r * n, out + r * n, k::softmaxValidColumns(r, n, causal),
+                  n, scale);
+}
+void softmaxFwd(const bf16_t *x, bf16_t *out, int64_t rows, int64_t n,
+                bool causal, float scale) {
+  static thread_local std::vector<float> xs, ys;
+  float *xw = wideRow(xs, n), *yw = wideRow(ys, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j)
+      xw[j] = load(x[r * n + j]);
+    softmaxFwdRow(xw, yw, k::softmaxValidColumns(r, n, causal), n, scale);
+    for (int64_t j = 0; j < n; ++j)
+      out[r * n + j] = store<bf16_t>(yw[j]);
   }
 }
 
@@ -292,11 +462,10 @@ void kvAttention(const float *q, const float *k, const float *v, float *kCache,
     }
 }
 
-void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
-                int64_t n, float scale) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *yr = y + r * n, *gr = dy + r * n;
-    float *dr = dx + r * n;
+namespace {
+void softmaxBwdRow(const float *yr, const float *gr, float *dr, int64_t n,
+                   float scale) {
+  {
     float acc[kLanes] = {};
     int64_t j = 0;
     for (; j + kLanes <= n; j += kLanes)
@@ -308,6 +477,27 @@ void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
     STRATA_ELEMENTWISE
     for (j = 0; j < n; ++j)
       dr[j] = k::softmaxBackward(yr[j], gr[j], dot, scale);
+  }
+}
+} // namespace
+
+void softmaxBwd(const float *y, const float *dy, float *dx, int64_t rows,
+                int64_t n, float scale) {
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxBwdRow(y + r * n, dy + r * n, dx + r * n, n, scale);
+}
+void softmaxBwd(const bf16_t *y, const bf16_t *dy, bf16_t *dx, int64_t rows,
+                int64_t n, float scale) {
+  static thread_local std::vector<float> ys, gs, ds;
+  float *yw = wideRow(ys, n), *gw = wideRow(gs, n), *dw = wideRow(ds, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      yw[j] = load(y[r * n + j]);
+      gw[j] = load(dy[r * n + j]);
+    }
+    softmaxBwdRow(yw, gw, dw, n, scale);
+    for (int64_t j = 0; j < n; ++j)
+      dx[r * n + j] = store<bf16_t>(dw[j]);
   }
 }
 
@@ -405,8 +595,10 @@ void ceVpBwd(const float *logits, const int32_t *targets, const float *lse,
   }
 }
 
-void transpose(const float *x, float *out, int rank, const int64_t *dims,
-               const int64_t *perm) {
+namespace {
+template <typename T>
+void transposeT(const T *x, T *out, int rank, const int64_t *dims,
+                const int64_t *perm) {
   int64_t inStride[5], outDims[5], strideOf[5];
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; --i) {
@@ -422,10 +614,10 @@ void transpose(const float *x, float *out, int rank, const int64_t *dims,
   int64_t idx[5] = {0, 0, 0, 0, 0};
   int64_t base = 0;
   for (int64_t o = 0; o < outerCount; ++o) {
-    float *dst = out + o * inner;
-    const float *src = x + base;
+    T *dst = out + o * inner;
+    const T *src = x + base;
     if (innerStride == 1)
-      std::memcpy(dst, src, sizeof(float) * inner);
+      std::memcpy(dst, src, sizeof(T) * inner);
     else
       for (int64_t j = 0; j < inner; ++j)
         dst[j] = src[j * innerStride];
@@ -440,24 +632,53 @@ void transpose(const float *x, float *out, int rank, const int64_t *dims,
   }
 }
 
-void sliceCopy(const float *x, float *out, int64_t outer, int64_t big,
-               int64_t small, int64_t start, int64_t inner) {
+template <typename T>
+void sliceCopyT(const T *x, T *out, int64_t outer, int64_t big, int64_t small,
+                int64_t start, int64_t inner) {
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(out + o * small * inner, x + (o * big + start) * inner,
-                sizeof(float) * small * inner);
+                sizeof(T) * small * inner);
 }
 
+template <typename T>
+void sliceInsertT(const T *x, T *out, int64_t outer, int64_t big, int64_t small,
+                  int64_t start, int64_t inner, bool accumulateInto) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *src = x + o * small * inner;
+    T *dst = out + (o * big + start) * inner;
+    if (accumulateInto)
+      accumulateT(src, dst, small * inner);
+    else
+      std::memcpy(dst, src, sizeof(T) * small * inner);
+  }
+}
+} // namespace
+
+void transpose(const float *x, float *out, int rank, const int64_t *dims,
+               const int64_t *perm) {
+  transposeT(x, out, rank, dims, perm);
+}
+void transpose(const bf16_t *x, bf16_t *out, int rank, const int64_t *dims,
+               const int64_t *perm) {
+  transposeT(x, out, rank, dims, perm);
+}
+void sliceCopy(const float *x, float *out, int64_t outer, int64_t big,
+               int64_t small, int64_t start, int64_t inner) {
+  sliceCopyT(x, out, outer, big, small, start, inner);
+}
+void sliceCopy(const bf16_t *x, bf16_t *out, int64_t outer, int64_t big,
+               int64_t small, int64_t start, int64_t inner) {
+  sliceCopyT(x, out, outer, big, small, start, inner);
+}
 void sliceInsert(const float *x, float *out, int64_t outer, int64_t big,
                  int64_t small, int64_t start, int64_t inner,
                  bool accumulateInto) {
-  for (int64_t o = 0; o < outer; ++o) {
-    const float *src = x + o * small * inner;
-    float *dst = out + (o * big + start) * inner;
-    if (accumulateInto)
-      accumulate(src, dst, small * inner);
-    else
-      std::memcpy(dst, src, sizeof(float) * small * inner);
-  }
+  sliceInsertT(x, out, outer, big, small, start, inner, accumulateInto);
+}
+void sliceInsert(const bf16_t *x, bf16_t *out, int64_t outer, int64_t big,
+                 int64_t small, int64_t start, int64_t inner,
+                 bool accumulateInto) {
+  sliceInsertT(x, out, outer, big, small, start, inner, accumulateInto);
 }
 
 double sumSquares(const float *x, int64_t n) {

@@ -16,6 +16,7 @@
 #define STRATA_RUNTIME_CPU_KERNELS_H
 
 #include "runtime/format/Program.h"
+#include "runtime/kernels/Bf16Math.h"
 
 #include <cstdint>
 
@@ -28,6 +29,51 @@ void accumulate(const float *x, float *y, int64_t n); ///< y += x
 void add(const float *a, const float *b, float *out, int64_t n);
 void mul(const float *a, const float *b, float *out, int64_t n);
 void scale(const float *x, float *out, int64_t n, float alpha);
+
+// bfloat16 forms of the kernels that have one (bf16_t: bfloat16 bits):
+// float32 math on each element as it is loaded, rounded once as it is
+// stored (runtime/cpu/Element.h): bit for bit the float32 kernel on widened
+// copies, its outputs narrowed. Statistics (mean, rstd) stay float32;
+// column sums (dbias, dgamma, dbeta) go to float32 or bf16.
+using kernels::bf16_t;
+void add(const bf16_t *a, const bf16_t *b, bf16_t *out, int64_t n);
+void mul(const bf16_t *a, const bf16_t *b, bf16_t *out, int64_t n);
+void scale(const bf16_t *x, bf16_t *out, int64_t n, float alpha);
+void biasAdd(const bf16_t *x, const bf16_t *bias, bf16_t *out, int64_t rows,
+             int64_t n);
+void biasGrad(const bf16_t *dout, float *dbias, int64_t rows, int64_t n);
+void biasGrad(const bf16_t *dout, bf16_t *dbias, int64_t rows, int64_t n);
+void geluFwd(const bf16_t *x, bf16_t *out, int64_t n);
+void geluBwd(const bf16_t *x, const bf16_t *dy, bf16_t *dx, int64_t n);
+void layerNormFwd(const bf16_t *x, const bf16_t *gamma, const bf16_t *beta,
+                  bf16_t *out, float *mean, float *rstd, int64_t rows,
+                  int64_t n, float eps);
+void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
+                  const float *mean, const float *rstd, bf16_t *dx,
+                  float *dgamma, float *dbeta, int64_t rows, int64_t n);
+void layerNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *gamma,
+                  const float *mean, const float *rstd, bf16_t *dx,
+                  bf16_t *dgamma, bf16_t *dbeta, int64_t rows, int64_t n);
+void softmaxFwd(const bf16_t *x, bf16_t *out, int64_t rows, int64_t n,
+                bool causal, float scale);
+void softmaxBwd(const bf16_t *y, const bf16_t *dy, bf16_t *dx, int64_t rows,
+                int64_t n, float scale);
+void fill(bf16_t *out, int64_t n, float value);
+void copy(const bf16_t *x, bf16_t *out, int64_t n);
+void accumulate(const bf16_t *x, float *y, int64_t n);
+void accumulate(const bf16_t *x, bf16_t *y, int64_t n);
+void transpose(const bf16_t *x, bf16_t *out, int rank, const int64_t *dims,
+               const int64_t *perm);
+void sliceCopy(const bf16_t *x, bf16_t *out, int64_t outer, int64_t big,
+               int64_t small, int64_t start, int64_t inner);
+void sliceInsert(const bf16_t *x, bf16_t *out, int64_t outer, int64_t big,
+                 int64_t small, int64_t start, int64_t inner,
+                 bool accumulateInto);
+
+/// Whether the kernel of `op` reads and writes operands of these dtypes
+/// itself; the device stages the bf16 operands of every other instruction
+/// through float32 copies.
+bool kernelTakesDtypes(Opcode op, const std::vector<DType> &dtypes);
 
 struct MatmulShape {
   int64_t batch = 1, m = 1, n = 1, k = 1;
@@ -187,6 +233,27 @@ void siluMulBwd(const float *gate, const float *up, const float *dy,
 void repeatInterleave(const float *x, float *out, int64_t outer, int64_t n,
                       int64_t repeats, int64_t inner);
 void repeatInterleaveBwd(const float *dy, float *dx, int64_t outer, int64_t n,
+                         int64_t repeats, int64_t inner);
+// Their bfloat16 forms (see add's): statistics float32; dweight float32 or
+// bf16 (summed in float32, rounded once).
+void rmsNormFwd(const bf16_t *x, const bf16_t *weight, bf16_t *out, float *rstd,
+                int64_t rows, int64_t n, float eps);
+void rmsNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *weight,
+                const float *rstd, bf16_t *dx, float *dweight, int64_t rows,
+                int64_t n);
+void rmsNormBwd(const bf16_t *dy, const bf16_t *x, const bf16_t *weight,
+                const float *rstd, bf16_t *dx, bf16_t *dweight, int64_t rows,
+                int64_t n);
+void rotary(const bf16_t *x, bf16_t *out, int64_t outer, int64_t seq,
+            int64_t dim, double theta, bool inverse);
+void siluFwd(const bf16_t *x, bf16_t *out, int64_t n);
+void siluBwd(const bf16_t *x, const bf16_t *dy, bf16_t *dx, int64_t n);
+void siluMulFwd(const bf16_t *gate, const bf16_t *up, bf16_t *out, int64_t n);
+void siluMulBwd(const bf16_t *gate, const bf16_t *up, const bf16_t *dy,
+                bf16_t *dgate, bf16_t *dup, int64_t n);
+void repeatInterleave(const bf16_t *x, bf16_t *out, int64_t outer, int64_t n,
+                      int64_t repeats, int64_t inner);
+void repeatInterleaveBwd(const bf16_t *dy, bf16_t *dx, int64_t outer, int64_t n,
                          int64_t repeats, int64_t inner);
 
 // bfloat16 (Bf16.cpp): buffers of DType::BF16 hold uint16_t bit patterns.

@@ -30,13 +30,15 @@ STRATA_HOST_DEVICE inline float bf16ToFloat(bf16_t h) {
   return f;
 }
 
+/// Branch-free (a select), so that loops over it vectorise: the CPU
+/// kernels that read and write bf16 buffers convert in registers.
 STRATA_HOST_DEVICE inline bf16_t floatToBf16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it NaN, quiet.
-    return bf16_t((bits >> 16) | 0x40u);
   uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return bf16_t((bits + rounding) >> 16);
+  uint32_t rounded = (bits + rounding) >> 16;
+  uint32_t quietNaN = (bits >> 16) | 0x40u; // NaN: keep it NaN, quiet.
+  return bf16_t((bits & 0x7fffffffu) > 0x7f800000u ? quietNaN : rounded);
 }
 
 } // namespace strata::kernels

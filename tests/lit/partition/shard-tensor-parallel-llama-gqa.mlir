@@ -66,7 +66,7 @@ module attributes {strata.model = {batch = 1 : i64, dtype = "float32", family = 
 // RANK3-NEXT: %[[V1:.*]] = strata.input "targets" : tensor<1x4xi32>
 // RANK3-NEXT: %[[V2:.*]] = strata.param "model.embed_tokens.weight" {strata.global_shape = array<i64: 16, 16>, strata.shard_start = array<i64: 12, 0>, strata.shard_view = array<i64: 16, 16>} : tensor<4x16xf32>
 // RANK3-NEXT: %[[V3:.*]] = strata.param "model.layers.0.self_attn.q_proj.weight" {strata.global_shape = array<i64: 16, 16>, strata.shard_start = array<i64: 3, 0, 0>, strata.shard_view = array<i64: 4, 4, 16>} : tensor<1x4x16xf32>
-// RANK3-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] : (tensor<1x4x16xf32>) -> tensor<4x16xf32>
+// RANK3-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] {strata.layer = 0 : i64} : (tensor<1x4x16xf32>) -> tensor<4x16xf32>
 // RANK3-NEXT: %[[V5:.*]] = strata.param "model.layers.0.self_attn.k_proj.weight" : tensor<8x16xf32>
 // RANK3-NEXT: %[[V6:.*]] = strata.param "model.layers.0.self_attn.v_proj.weight" : tensor<8x16xf32>
 // RANK3-NEXT: %[[V7:.*]] = strata.param "model.layers.0.self_attn.o_proj.weight" {strata.global_shape = array<i64: 16, 16>, strata.shard_start = array<i64: 0, 12>, strata.shard_view = array<i64: 16, 16>} : tensor<16x4xf32>
@@ -124,11 +124,11 @@ module attributes {strata.model = {batch = 1 : i64, dtype = "float32", family = 
 // TP2-NEXT: %[[V1:.*]] = strata.input "targets" : tensor<1x4xi32>
 // TP2-NEXT: %[[V2:.*]] = strata.param "model.embed_tokens.weight" {strata.global_shape = array<i64: 16, 16>, strata.shard_start = array<i64: 8, 0>, strata.shard_view = array<i64: 16, 16>} : tensor<8x16xf32>
 // TP2-NEXT: %[[V3:.*]] = strata.param "model.layers.0.self_attn.q_proj.weight" {strata.global_shape = array<i64: 16, 16>, strata.shard_start = array<i64: 2, 0, 0>, strata.shard_view = array<i64: 4, 4, 16>} : tensor<2x4x16xf32>
-// TP2-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
+// TP2-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] {strata.layer = 0 : i64} : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
 // TP2-NEXT: %[[V5:.*]] = strata.param "model.layers.0.self_attn.k_proj.weight" {strata.global_shape = array<i64: 8, 16>, strata.shard_start = array<i64: 1, 0, 0>, strata.shard_view = array<i64: 2, 4, 16>} : tensor<1x4x16xf32>
-// TP2-NEXT: %[[V6:.*]] = strata.reshape %[[V5]] : (tensor<1x4x16xf32>) -> tensor<4x16xf32>
+// TP2-NEXT: %[[V6:.*]] = strata.reshape %[[V5]] {strata.layer = 0 : i64} : (tensor<1x4x16xf32>) -> tensor<4x16xf32>
 // TP2-NEXT: %[[V7:.*]] = strata.param "model.layers.0.self_attn.v_proj.weight" {strata.global_shape = array<i64: 8, 16>, strata.shard_start = array<i64: 1, 0, 0>, strata.shard_view = array<i64: 2, 4, 16>} : tensor<1x4x16xf32>
-// TP2-NEXT: %[[V8:.*]] = strata.reshape %[[V7]] : (tensor<1x4x16xf32>) -> tensor<4x16xf32>
+// TP2-NEXT: %[[V8:.*]] = strata.reshape %[[V7]] {strata.layer = 0 : i64} : (tensor<1x4x16xf32>) -> tensor<4x16xf32>
 // TP2-NEXT: %[[V9:.*]] = strata.param "model.layers.0.self_attn.o_proj.weight" {strata.global_shape = array<i64: 16, 16>, strata.shard_start = array<i64: 0, 8>, strata.shard_view = array<i64: 16, 16>} : tensor<16x8xf32>
 // TP2-NEXT: %[[V10:.*]] = strata.param "model.layers.0.mlp.gate_proj.weight" {strata.global_shape = array<i64: 8, 16>, strata.shard_start = array<i64: 4, 0>, strata.shard_view = array<i64: 8, 16>} : tensor<4x16xf32>
 // TP2-NEXT: %[[V11:.*]] = strata.param "model.layers.0.mlp.up_proj.weight" {strata.global_shape = array<i64: 8, 16>, strata.shard_start = array<i64: 4, 0>, strata.shard_view = array<i64: 8, 16>} : tensor<4x16xf32>

@@ -70,7 +70,7 @@ module attributes {strata.model = {batch = 1 : i64, dtype = "float32", family = 
 // RANK0-NEXT: %[[V1:.*]] = strata.input "targets" : tensor<1x4xi32>
 // RANK0-NEXT: %[[V2:.*]] = strata.param "model.embed_tokens.weight" {strata.global_shape = array<i64: 16, 8>, strata.shard_start = array<i64: 0, 0>, strata.shard_view = array<i64: 16, 8>} : tensor<8x8xf32>
 // RANK0-NEXT: %[[V3:.*]] = strata.param "model.layers.0.self_attn.q_proj.weight" {strata.global_shape = array<i64: 8, 8>, strata.shard_start = array<i64: 0, 0, 0>, strata.shard_view = array<i64: 2, 4, 8>} : tensor<1x4x8xf32>
-// RANK0-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] : (tensor<1x4x8xf32>) -> tensor<4x8xf32>
+// RANK0-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] {strata.layer = 0 : i64} : (tensor<1x4x8xf32>) -> tensor<4x8xf32>
 // RANK0-NEXT: %[[V5:.*]] = strata.param "model.layers.0.self_attn.k_proj.weight" : tensor<4x8xf32>
 // RANK0-NEXT: %[[V6:.*]] = strata.param "model.layers.0.self_attn.v_proj.weight" : tensor<4x8xf32>
 // RANK0-NEXT: %[[V7:.*]] = strata.param "model.layers.0.self_attn.o_proj.weight" {strata.global_shape = array<i64: 8, 8>, strata.shard_start = array<i64: 0, 0>, strata.shard_view = array<i64: 8, 8>} : tensor<8x4xf32>
@@ -126,7 +126,7 @@ module attributes {strata.model = {batch = 1 : i64, dtype = "float32", family = 
 // RANK1-NEXT: %[[V1:.*]] = strata.input "targets" : tensor<1x4xi32>
 // RANK1-NEXT: %[[V2:.*]] = strata.param "model.embed_tokens.weight" {strata.global_shape = array<i64: 16, 8>, strata.shard_start = array<i64: 8, 0>, strata.shard_view = array<i64: 16, 8>} : tensor<8x8xf32>
 // RANK1-NEXT: %[[V3:.*]] = strata.param "model.layers.0.self_attn.q_proj.weight" {strata.global_shape = array<i64: 8, 8>, strata.shard_start = array<i64: 1, 0, 0>, strata.shard_view = array<i64: 2, 4, 8>} : tensor<1x4x8xf32>
-// RANK1-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] : (tensor<1x4x8xf32>) -> tensor<4x8xf32>
+// RANK1-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] {strata.layer = 0 : i64} : (tensor<1x4x8xf32>) -> tensor<4x8xf32>
 // RANK1-NEXT: %[[V5:.*]] = strata.param "model.layers.0.self_attn.k_proj.weight" : tensor<4x8xf32>
 // RANK1-NEXT: %[[V6:.*]] = strata.param "model.layers.0.self_attn.v_proj.weight" : tensor<4x8xf32>
 // RANK1-NEXT: %[[V7:.*]] = strata.param "model.layers.0.self_attn.o_proj.weight" {strata.global_shape = array<i64: 8, 8>, strata.shard_start = array<i64: 0, 4>, strata.shard_view = array<i64: 8, 8>} : tensor<8x4xf32>
@@ -182,7 +182,7 @@ module attributes {strata.model = {batch = 1 : i64, dtype = "float32", family = 
 // SP1-NEXT: %[[V1:.*]] = strata.input "targets" : tensor<1x4xi32>
 // SP1-NEXT: %[[V2:.*]] = strata.param "model.embed_tokens.weight" {strata.global_shape = array<i64: 16, 8>, strata.shard_start = array<i64: 8, 0>, strata.shard_view = array<i64: 16, 8>} : tensor<8x8xf32>
 // SP1-NEXT: %[[V3:.*]] = strata.param "model.layers.0.self_attn.q_proj.weight" {strata.global_shape = array<i64: 8, 8>, strata.shard_start = array<i64: 1, 0, 0>, strata.shard_view = array<i64: 2, 4, 8>} : tensor<1x4x8xf32>
-// SP1-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] : (tensor<1x4x8xf32>) -> tensor<4x8xf32>
+// SP1-NEXT: %[[V4:.*]] = strata.reshape %[[V3]] {strata.layer = 0 : i64} : (tensor<1x4x8xf32>) -> tensor<4x8xf32>
 // SP1-NEXT: %[[V5:.*]] = strata.param "model.layers.0.self_attn.k_proj.weight" : tensor<4x8xf32>
 // SP1-NEXT: %[[V6:.*]] = strata.param "model.layers.0.self_attn.v_proj.weight" : tensor<4x8xf32>
 // SP1-NEXT: %[[V7:.*]] = strata.param "model.layers.0.self_attn.o_proj.weight" {strata.global_shape = array<i64: 8, 8>, strata.shard_start = array<i64: 0, 4>, strata.shard_view = array<i64: 8, 8>} : tensor<8x4xf32>
@@ -190,9 +190,9 @@ module attributes {strata.model = {batch = 1 : i64, dtype = "float32", family = 
 // SP1-NEXT: %[[V9:.*]] = strata.param "model.layers.0.mlp.up_proj.weight" {strata.global_shape = array<i64: 8, 8>, strata.shard_start = array<i64: 4, 0>, strata.shard_view = array<i64: 8, 8>} : tensor<4x8xf32>
 // SP1-NEXT: %[[V10:.*]] = strata.param "model.layers.0.mlp.down_proj.weight" {strata.global_shape = array<i64: 8, 8>, strata.shard_start = array<i64: 0, 4>, strata.shard_view = array<i64: 8, 8>} : tensor<8x4xf32>
 // SP1-NEXT: %[[V11:.*]] = strata.param "model.layers.0.input_layernorm.weight" {init = "ones", init_std = 0.000000e+00 : f64} : tensor<8xf32>
-// SP1-NEXT: %[[V12:.*]] = strata.replicate %[[V11]] {group = "tp"} : (tensor<8xf32>) -> tensor<8xf32>
+// SP1-NEXT: %[[V12:.*]] = strata.replicate %[[V11]] {group = "tp", strata.layer = 0 : i64} : (tensor<8xf32>) -> tensor<8xf32>
 // SP1-NEXT: %[[V13:.*]] = strata.param "model.layers.0.post_attention_layernorm.weight" {init = "ones", init_std = 0.000000e+00 : f64} : tensor<8xf32>
-// SP1-NEXT: %[[V14:.*]] = strata.replicate %[[V13]] {group = "tp"} : (tensor<8xf32>) -> tensor<8xf32>
+// SP1-NEXT: %[[V14:.*]] = strata.replicate %[[V13]] {group = "tp", strata.layer = 0 : i64} : (tensor<8xf32>) -> tensor<8xf32>
 // SP1-NEXT: %[[V15:.*]] = strata.param "model.norm.weight" {init = "ones", init_std = 0.000000e+00 : f64} : tensor<8xf32>
 // SP1-NEXT: %[[V16:.*]] = strata.replicate %[[V15]] {group = "tp"} : (tensor<8xf32>) -> tensor<8xf32>
 // SP1-NEXT: %[[V17:.*]] = strata.param "lm_head.weight" {strata.global_shape = array<i64: 16, 8>, strata.shard_start = array<i64: 8, 0>, strata.shard_view = array<i64: 16, 8>} : tensor<8x8xf32>

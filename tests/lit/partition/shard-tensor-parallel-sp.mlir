@@ -8,9 +8,9 @@
 // CHECK: %[[WPE:.*]] = strata.param "wpe.weight" : tensor<64x64xf32>
 // CHECK-NEXT: %[[WPER:.*]] = strata.replicate %[[WPE]] {group = "tp"}
 // CHECK: %[[LN1W:.*]] = strata.param "h.0.ln_1.weight"
-// CHECK-NEXT: %[[LN1WR:.*]] = strata.replicate %[[LN1W]] {group = "tp"}
+// CHECK-NEXT: %[[LN1WR:.*]] = strata.replicate %[[LN1W]] {group = "tp", strata.layer = 0 : i64}
 // CHECK: %[[PROJB:.*]] = strata.param "h.0.attn.c_proj.bias"
-// CHECK-NEXT: %[[PROJBR:.*]] = strata.replicate %[[PROJB]] {group = "tp"}
+// CHECK-NEXT: %[[PROJBR:.*]] = strata.replicate %[[PROJB]] {group = "tp", strata.layer = 0 : i64}
 
 // The token embedding's partial sums are reduce-scattered onto sequence
 // shards; positions are this rank's slice.

@@ -30,7 +30,7 @@ func.func @forward() -> tensor<f32> {
   // rank's head of each of q, k and v, reshaped to the local [8, 12].
   // RANK0: %[[QKVW:.*]] = strata.param "h.0.attn.c_attn.weight" {strata.global_shape = array<i64: 8, 24>, strata.shard_start = array<i64: 0, 0, 0, 0>, strata.shard_view = array<i64: 8, 3, 2, 4>} : tensor<8x3x1x4xf32>
   // RANK1: %[[QKVW:.*]] = strata.param "h.0.attn.c_attn.weight" {strata.global_shape = array<i64: 8, 24>, strata.shard_start = array<i64: 0, 0, 1, 0>, strata.shard_view = array<i64: 8, 3, 2, 4>} : tensor<8x3x1x4xf32>
-  // CHECK: %[[QKV:.*]] = strata.reshape %[[QKVW]] : (tensor<8x3x1x4xf32>) -> tensor<8x12xf32>
+  // CHECK: %[[QKV:.*]] = strata.reshape %[[QKVW]] {strata.layer = 0 : i64} : (tensor<8x3x1x4xf32>) -> tensor<8x12xf32>
   %qkvw = strata.param "h.0.attn.c_attn.weight" : tensor<8x24xf32>
   // RANK1: %[[QKVB:.*]] = strata.param "h.0.attn.c_attn.bias" {strata.global_shape = array<i64: 24>, strata.shard_start = array<i64: 0, 1, 0>, strata.shard_view = array<i64: 3, 2, 4>} : tensor<3x1x4xf32>
   // CHECK: strata.reshape %{{.*}} : (tensor<3x1x4xf32>) -> tensor<12xf32>
