@@ -262,6 +262,20 @@ ShardingRule causalAttentionRule(CausalAttentionOp op) {
   return b.rule;
 }
 
+/// logits [..., V], targets [...] -> loss []: the classes V are a factor of
+/// the logits only (a member holding classes [r, r + V/n) computes the loss
+/// as the vocabulary-parallel cross-entropy, whose result every member
+/// holds whole); the positions stay whole (the loss is their mean).
+ShardingRule crossEntropyRule(CrossEntropyOp op) {
+  RuleBuilder b;
+  ArrayRef<int64_t> logits = shapeOf(op.getLogits());
+  ShardingRule::TensorFactors l = RuleBuilder::whole(logits);
+  l.back().push_back(b.factor(logits.back()));
+  b.rule.operands = {l, RuleBuilder::whole(shapeOf(op.getTargets()))};
+  b.rule.results = {{}};
+  return b.rule;
+}
+
 /// Every dimension whole: the op runs replicated.
 ShardingRule wholeRule(Operation *op) {
   ShardingRule r;
@@ -293,6 +307,7 @@ ShardingRule ruleOf(Operation *op) {
         return elementwise(o, {l - 1, l});
       })
       .Case([](CausalAttentionOp o) { return causalAttentionRule(o); })
+      .Case([](CrossEntropyOp o) { return crossEntropyRule(o); })
       .Case([](ReshapeOp o) { return reshapeRule(o); })
       .Case([](TransposeOp o) { return transposeRule(o); })
       .Case([](RepeatInterleaveOp o) { return repeatInterleaveRule(o); })

@@ -20,6 +20,8 @@
 // after this pass, needs nothing more: Megatron's f/g pairs and sequence
 // parallelism's all-gather/reduce-scatter pairs come out of the rules.
 // A split parameter keeps its checkpoint view (strata.shard_view/_start).
+// A cross-entropy whose logits are split by classes becomes the
+// vocabulary-parallel one (only per-position statistics cross members).
 //
 //===----------------------------------------------------------------------===//
 
@@ -185,6 +187,22 @@ struct PartitionShardingPass
     return d;
   }
 
+  /// A loss over logits split by classes: Megatron-LM's vocabulary-parallel
+  /// cross-entropy, whose result every member holds whole.
+  void vocabParallelLoss(CrossEntropyOp loss, int64_t vocab) {
+    OpBuilder b(loss);
+    int64_t width = vocab / meshSize;
+    auto sharded = b.create<VocabParallelCrossEntropyOp>(
+        loss.getLoc(), loss.getLogits(), loss.getTargets(),
+        b.getStringAttr(axisGroup), b.getI64IntegerAttr(rank * width),
+        b.getI64IntegerAttr(width));
+    for (NamedAttribute attr : loss->getDiscardableAttrs())
+      sharded->setAttr(attr.getName(), attr.getValue());
+    loss.getResult().replaceAllUsesWith(sharded.getResult());
+    local[sharded.getResult()] = Local{Sharding(), false};
+    loss.erase();
+  }
+
   LogicalResult partitionOp(Operation *op) {
     const Decision &decision = decisions[op];
     const ShardingRule &rule = decision.rule;
@@ -201,6 +219,13 @@ struct PartitionShardingPass
         replicate |= !a.empty() && !mine;
       }
       op->setOperand(unsigned(i), reconcile(operand, want, replicate, op));
+    }
+    if (auto loss = dyn_cast<CrossEntropyOp>(op)) {
+      int64_t classes = rule.operands[0].back().front();
+      if (!axis[classes].empty()) {
+        vocabParallelLoss(loss, rule.factorSizes[classes]);
+        return success();
+      }
     }
     bool partial = false;
     for (auto [f, a] : llvm::enumerate(axis))
