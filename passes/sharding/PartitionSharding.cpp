@@ -97,6 +97,16 @@ struct PartitionShardingPass
           op->setAttr(name, a);
       return op->getResult(0);
     };
+    // Completing a partial sum belongs to the layer that produced it (the
+    // embedding's all_reduce is no layer's, whoever reads it).
+    auto completing = [&](Operation *op) {
+      Value result = tagged(op);
+      op->removeAttr("strata.layer");
+      if (Operation *def = v.getDefiningOp())
+        if (Attribute a = def->getAttr("strata.layer"))
+          op->setAttr("strata.layer", a);
+      return result;
+    };
     Value cur = v;
     Sharding s = have.sharding;
     bool replicated = false; // went through an op with a summing gradient
@@ -111,11 +121,12 @@ struct PartitionShardingPass
         auto type = llvm::cast<RankedTensorType>(cur.getType());
         SmallVector<int64_t> shape(type.getShape());
         shape[onto] /= meshSize;
-        cur = tagged(b.create<ReduceScatterOp>(
+        cur = completing(b.create<ReduceScatterOp>(
             loc, RankedTensorType::get(shape, type.getElementType()), cur,
             group, i64(onto), i64(meshSize)));
       } else {
-        cur = tagged(b.create<AllReduceOp>(loc, cur.getType(), cur, group));
+        cur = completing(
+            b.create<AllReduceOp>(loc, cur.getType(), cur, group));
       }
     }
     auto elem = llvm::cast<RankedTensorType>(cur.getType()).getElementType();
@@ -245,6 +256,69 @@ struct PartitionShardingPass
     return success();
   }
 
+  /// Declares a split parameter as this member's box of its checkpoint
+  /// tensor. The box is stated in the parameter's own shape, or in a view
+  /// given with the decision (`strata.shard_view`, e.g. a fused [out, in]
+  /// weight viewed as [heads, head_dim, in]) that refines it and splits only
+  /// the major view dimension of each split dimension; the parameter is
+  /// then declared in the view's shape and reshaped to its local shape.
+  LogicalResult partitionParam(ParamOp param) {
+    Value v = param.getResult();
+    const Sharding &s = global[v];
+    local[v] = Local{s, false};
+    if (isReplicated(s))
+      return success();
+    OpBuilder b(param);
+    auto type = llvm::cast<RankedTensorType>(v.getType());
+    RankedTensorType flat = localType(type, s);
+    SmallVector<int64_t> view(type.getShape());
+    if (auto given = param->getAttrOfType<DenseI64ArrayAttr>(
+            "strata.shard_view"))
+      view.assign(given.asArrayRef().begin(), given.asArrayRef().end());
+    SmallVector<int64_t> box(view), start(view.size(), 0);
+    size_t at = 0;
+    for (auto [d, size] : llvm::enumerate(type.getShape())) {
+      int64_t product = 1;
+      size_t major = at;
+      while (at < view.size() && product < size)
+        product *= view[at++];
+      if (product != size || major == at) {
+        param.emitError("strata.shard_view must refine the parameter's "
+                        "shape (consecutive view dimensions whose products "
+                        "are its dimensions), e.g. [4, 4, 16] for [16, 16]");
+        return failure();
+      }
+      if (s[d].empty())
+        continue;
+      if (view[major] % meshSize) {
+        param.emitError("strata.shard_view: the major view dimension of "
+                        "split dimension ")
+            << d << " (" << view[major] << ") must divide by the mesh size "
+            << int64_t(meshSize);
+        return failure();
+      }
+      box[major] = view[major] / meshSize;
+      start[major] = rank * box[major];
+    }
+    if (at != view.size()) {
+      param.emitError("strata.shard_view has more dimensions than the "
+                      "parameter's shape accounts for");
+      return failure();
+    }
+    param->setAttr("strata.global_shape",
+                   b.getDenseI64ArrayAttr(type.getShape()));
+    param->setAttr("strata.shard_view", b.getDenseI64ArrayAttr(view));
+    param->setAttr("strata.shard_start", b.getDenseI64ArrayAttr(start));
+    v.setType(RankedTensorType::get(box, type.getElementType()));
+    if (ArrayRef<int64_t>(box) != flat.getShape()) {
+      b.setInsertionPointAfter(param);
+      auto reshape = b.create<ReshapeOp>(param.getLoc(), flat, v);
+      v.replaceAllUsesExcept(reshape, reshape);
+      local[reshape] = Local{s, false};
+    }
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -276,23 +350,8 @@ struct PartitionShardingPass
     OpBuilder b(module.getContext());
     for (Operation *op : ops) {
       if (auto param = dyn_cast<ParamOp>(op)) {
-        Value v = param.getResult();
-        const Sharding &s = global[v];
-        local[v] = Local{s, false};
-        if (isReplicated(s))
-          continue;
-        auto type = llvm::cast<RankedTensorType>(v.getType());
-        RankedTensorType box = localType(type, s);
-        SmallVector<int64_t> start(type.getRank(), 0);
-        for (auto [d, a] : llvm::enumerate(s))
-          if (!a.empty())
-            start[d] = rank * box.getShape()[d];
-        param->setAttr("strata.global_shape",
-                       b.getDenseI64ArrayAttr(type.getShape()));
-        param->setAttr("strata.shard_view",
-                       b.getDenseI64ArrayAttr(type.getShape()));
-        param->setAttr("strata.shard_start", b.getDenseI64ArrayAttr(start));
-        v.setType(box);
+        if (failed(partitionParam(param)))
+          return signalPassFailure();
         continue;
       }
       if (isa<InputOp>(op)) {
