@@ -90,22 +90,19 @@ struct PartitionShardingPass
     Location loc = user->getLoc();
     StringAttr group = b.getStringAttr(axisGroup);
     auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
+    // A reconciling collective belongs to the layer of the value it
+    // reshapes (none for parameters and inputs), and to its user's pipeline
+    // stage (stages may be assigned first).
+    Operation *def = v.getDefiningOp();
+    Attribute layer = def && !isa<ParamOp, InputOp>(def)
+                          ? def->getAttr("strata.layer")
+                          : Attribute();
     auto tagged = [&](Operation *op) {
-      // The user's layer and pipeline stage (stages may be assigned first).
-      for (const char *name : {"strata.layer", "strata.stage"})
-        if (Attribute a = user->getAttr(name))
-          op->setAttr(name, a);
+      if (layer)
+        op->setAttr("strata.layer", layer);
+      if (Attribute stage = user->getAttr("strata.stage"))
+        op->setAttr("strata.stage", stage);
       return op->getResult(0);
-    };
-    // Completing a partial sum belongs to the layer that produced it (the
-    // embedding's all_reduce is no layer's, whoever reads it).
-    auto completing = [&](Operation *op) {
-      Value result = tagged(op);
-      op->removeAttr("strata.layer");
-      if (Operation *def = v.getDefiningOp())
-        if (Attribute a = def->getAttr("strata.layer"))
-          op->setAttr("strata.layer", a);
-      return result;
     };
     Value cur = v;
     Sharding s = have.sharding;
@@ -121,11 +118,11 @@ struct PartitionShardingPass
         auto type = llvm::cast<RankedTensorType>(cur.getType());
         SmallVector<int64_t> shape(type.getShape());
         shape[onto] /= meshSize;
-        cur = completing(b.create<ReduceScatterOp>(
+        cur = tagged(b.create<ReduceScatterOp>(
             loc, RankedTensorType::get(shape, type.getElementType()), cur,
             group, i64(onto), i64(meshSize)));
       } else {
-        cur = completing(
+        cur = tagged(
             b.create<AllReduceOp>(loc, cur.getType(), cur, group));
       }
     }
