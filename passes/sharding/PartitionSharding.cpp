@@ -127,18 +127,47 @@ struct PartitionShardingPass
       }
     }
     auto elem = llvm::cast<RankedTensorType>(cur.getType()).getElementType();
+    // A dimension split along a view dimension is unfolded into the view
+    // for the collective or slice and folded back after.
+    auto unfold = [&](int64_t d, const DimSplit &split) -> int64_t {
+      if (!split.viewed())
+        return d;
+      auto type = llvm::cast<RankedTensorType>(cur.getType());
+      SmallVector<int64_t> shape(type.getShape().take_front(d));
+      llvm::append_range(shape, split.view);
+      llvm::append_range(shape, type.getShape().drop_front(d + 1));
+      // The split view dimension holds what this member has of it.
+      int64_t whole = 1;
+      for (int64_t size : split.view)
+        whole *= size;
+      if (type.getShape()[d] != whole)
+        shape[d + split.index] /= meshSize;
+      cur = tagged(b.create<ReshapeOp>(
+          loc, RankedTensorType::get(shape, elem), cur));
+      return d + split.index;
+    };
+    auto fold = [&](RankedTensorType flat, const DimSplit &split) {
+      if (split.viewed())
+        cur = tagged(b.create<ReshapeOp>(loc, flat, cur));
+    };
     // Gather what the user needs whole.
     for (auto [d, a] : llvm::enumerate(s)) {
       if (a.empty() || want[d] == a)
         continue;
+      DimSplit split = parseDimSplit(a);
+      SmallVector<int64_t> flat(
+          llvm::cast<RankedTensorType>(cur.getType()).getShape());
+      flat[d] *= meshSize;
+      int64_t at = unfold(int64_t(d), split);
       SmallVector<int64_t> shape(
           llvm::cast<RankedTensorType>(cur.getType()).getShape());
-      shape[d] *= meshSize;
+      shape[at] *= meshSize;
       // A user that splits other factors makes the gradient partial: the
       // non-replicated gather, whose gradient reduce-scatters.
       cur = tagged(b.create<AllGatherOp>(
-          loc, RankedTensorType::get(shape, elem), cur, group, i64(d),
+          loc, RankedTensorType::get(shape, elem), cur, group, i64(at),
           i64(meshSize), b.getBoolAttr(!replicate)));
+      fold(RankedTensorType::get(flat, elem), split);
       replicated = replicate;
       s[d] = "";
     }
@@ -152,13 +181,19 @@ struct PartitionShardingPass
         replicated = true;
       }
       sliced = true;
+      DimSplit split = parseDimSplit(a);
+      SmallVector<int64_t> flat(
+          llvm::cast<RankedTensorType>(cur.getType()).getShape());
+      flat[d] /= meshSize;
+      int64_t at = unfold(int64_t(d), split);
       int64_t size =
-          llvm::cast<RankedTensorType>(cur.getType()).getShape()[d] / meshSize;
+          llvm::cast<RankedTensorType>(cur.getType()).getShape()[at] / meshSize;
       SmallVector<int64_t> shape(
           llvm::cast<RankedTensorType>(cur.getType()).getShape());
-      shape[d] = size;
+      shape[at] = size;
       cur = tagged(b.create<SliceOp>(loc, RankedTensorType::get(shape, elem),
-                                     cur, i64(d), i64(rank * size), i64(size)));
+                                     cur, i64(at), i64(rank * size), i64(size)));
+      fold(RankedTensorType::get(flat, elem), split);
       s[d] = a;
     }
     if (replicate && !replicated)
@@ -217,7 +252,7 @@ struct PartitionShardingPass
     const SmallVector<std::string> &axis = decision.axis;
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       const ShardingRule::TensorFactors &dims = rule.operands[i];
-      Sharding want = shardingFrom(dims, axis);
+      Sharding want = shardingFrom(rule, dims, axis);
       // Splits a factor this operand does not have: partial gradients.
       bool replicate = false;
       for (auto [f, a] : llvm::enumerate(axis)) {
@@ -239,7 +274,7 @@ struct PartitionShardingPass
     for (auto [f, a] : llvm::enumerate(axis))
       partial |= !a.empty() && rule.isReduction(int64_t(f));
     for (auto [j, result] : llvm::enumerate(op->getResults())) {
-      Sharding s = shardingFrom(rule.results[j], axis);
+      Sharding s = shardingFrom(rule, rule.results[j], axis);
       result.setType(
           localType(llvm::cast<RankedTensorType>(result.getType()), s));
       local[result] = Local{s, partial};
@@ -255,10 +290,11 @@ struct PartitionShardingPass
 
   /// Declares a split parameter as this member's box of its checkpoint
   /// tensor. The box is stated in the parameter's own shape, or in a view
-  /// given with the decision (`strata.shard_view`, e.g. a fused [out, in]
-  /// weight viewed as [heads, head_dim, in]) that refines it and splits only
-  /// the major view dimension of each split dimension; the parameter is
-  /// then declared in the view's shape and reshaped to its local shape.
+  /// that refines it: the views of its viewed splits ("tp@3x4x4:1"), or one
+  /// given with the decision (`strata.shard_view`, e.g. an nn.Linear q
+  /// weight viewed as [heads, head_dim, in]), which splits the major view
+  /// dimension of a plainly split dimension. The parameter is then declared
+  /// in the view's shape and reshaped to its local shape.
   LogicalResult partitionParam(ParamOp param) {
     Value v = param.getResult();
     const Sharding &s = global[v];
@@ -268,7 +304,16 @@ struct PartitionShardingPass
     OpBuilder b(param);
     auto type = llvm::cast<RankedTensorType>(v.getType());
     RankedTensorType flat = localType(type, s);
-    SmallVector<int64_t> view(type.getShape());
+    // The view: given, or each dimension as itself or as the view its
+    // split is along.
+    SmallVector<int64_t> view;
+    for (auto [d, size] : llvm::enumerate(type.getShape())) {
+      DimSplit split = parseDimSplit(s[d]);
+      if (split.viewed())
+        llvm::append_range(view, split.view);
+      else
+        view.push_back(size);
+    }
     if (auto given = param->getAttrOfType<DenseI64ArrayAttr>(
             "strata.shard_view"))
       view.assign(given.asArrayRef().begin(), given.asArrayRef().end());
@@ -287,15 +332,25 @@ struct PartitionShardingPass
       }
       if (s[d].empty())
         continue;
-      if (view[major] % meshSize) {
-        param.emitError("strata.shard_view: the major view dimension of "
-                        "split dimension ")
-            << d << " (" << view[major] << ") must divide by the mesh size "
+      DimSplit split = parseDimSplit(s[d]);
+      if (split.viewed() &&
+          ArrayRef<int64_t>(view).slice(major, at - major) !=
+              ArrayRef<int64_t>(split.view)) {
+        param.emitError("strata.shard_view disagrees with the view of "
+                        "dimension ")
+            << d << " in its sharding \"" << s[d] << "\"";
+        return failure();
+      }
+      size_t cut = split.viewed() ? major + split.index : major;
+      if (view[cut] % meshSize) {
+        param.emitError("strata.shard_view: the view dimension split in "
+                        "dimension ")
+            << d << " (" << view[cut] << ") must divide by the mesh size "
             << int64_t(meshSize);
         return failure();
       }
-      box[major] = view[major] / meshSize;
-      start[major] = rank * box[major];
+      box[cut] = view[cut] / meshSize;
+      start[cut] = rank * box[cut];
     }
     if (at != view.size()) {
       param.emitError("strata.shard_view has more dimensions than the "

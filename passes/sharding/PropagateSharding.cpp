@@ -102,10 +102,10 @@ struct PropagateShardingPass
       return false; // nothing known around this op yet
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       if (i < rule.operands.size())
-        changed |= decide(v, shardingFrom(rule.operands[i], axis));
+        changed |= decide(v, shardingFrom(rule, rule.operands[i], axis));
     for (auto [i, v] : llvm::enumerate(op->getResults()))
       if (i < rule.results.size())
-        changed |= decide(v, shardingFrom(rule.results[i], axis));
+        changed |= decide(v, shardingFrom(rule, rule.results[i], axis));
     return changed;
   }
 

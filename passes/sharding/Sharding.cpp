@@ -56,20 +56,71 @@ std::string shardingStr(const Sharding &s) {
   return out + "]";
 }
 
+DimSplit parseDimSplit(StringRef entry) {
+  DimSplit split;
+  auto [axis, rest] = entry.split('@');
+  split.axis = axis.str();
+  if (rest.empty())
+    return split;
+  auto [view, index] = rest.split(':');
+  SmallVector<StringRef> sizes;
+  view.split(sizes, 'x');
+  for (StringRef size : sizes) {
+    int64_t n = 0;
+    if (size.getAsInteger(10, n) || n < 1)
+      return DimSplit{split.axis, {}, -1};
+    split.view.push_back(n);
+  }
+  if (index.getAsInteger(10, split.index) || split.index < 0 ||
+      split.index >= int64_t(split.view.size()))
+    return DimSplit{split.axis, {}, -1};
+  return split;
+}
+
+std::string viewedSplit(StringRef axis, ArrayRef<int64_t> view,
+                        int64_t index) {
+  std::string out = axis.str() + "@";
+  for (auto [i, size] : llvm::enumerate(view))
+    out += (i ? "x" : "") + std::to_string(size);
+  return out + ":" + std::to_string(index);
+}
+
 SmallVector<std::string>
 assignFactors(Operation *op, const ShardingRule &rule, int64_t meshSize,
               llvm::function_ref<const Sharding *(Value)> known) {
   SmallVector<std::string> axis(rule.factorSizes.size());
+  auto taken = [&](StringRef name) {
+    return llvm::any_of(axis, [&](const std::string &a) {
+      return !a.empty() && parseDimSplit(a).axis == name;
+    });
+  };
   auto take = [&](const ShardingRule::TensorFactors &dims, const Sharding &s,
                   ArrayRef<int64_t> shape) {
     for (auto [d, a] : llvm::enumerate(s)) {
       if (a.empty() || d >= dims.size() || dims[d].empty())
         continue;
-      int64_t f = dims[d].front();
-      if (!axis[f].empty() || llvm::is_contained(axis, a) ||
-          rule.factorSizes[f] % meshSize || shape[d] % meshSize)
+      DimSplit split = parseDimSplit(a);
+      int64_t f = dims[d].front(), size = rule.factorSizes[f];
+      std::string value = a;
+      if (split.viewed()) {
+        SmallVector<int64_t> sizes;
+        for (int64_t g : dims[d])
+          sizes.push_back(rule.factorSizes[g]);
+        if (ArrayRef<int64_t>(sizes) == ArrayRef<int64_t>(split.view)) {
+          // The rule splits the dimension into the view's factors.
+          f = dims[d][split.index];
+          size = rule.factorSizes[f];
+          value = split.axis;
+        } else if (dims[d].size() == 1) {
+          size = split.view[split.index]; // the factor carries the view
+        } else {
+          continue;
+        }
+      }
+      if (!axis[f].empty() || taken(split.axis) || size % meshSize ||
+          shape[d] % meshSize)
         continue;
-      axis[f] = a;
+      axis[f] = value;
     }
   };
   auto shapeOf = [](Value v) {
@@ -91,11 +142,25 @@ assignFactors(Operation *op, const ShardingRule &rule, int64_t meshSize,
   return axis;
 }
 
-Sharding shardingFrom(const ShardingRule::TensorFactors &dims,
+Sharding shardingFrom(const ShardingRule &rule,
+                      const ShardingRule::TensorFactors &dims,
                       ArrayRef<std::string> factorAxis) {
   Sharding s;
-  for (const ShardingRule::DimFactors &d : dims)
-    s.push_back(d.empty() ? std::string() : factorAxis[d.front()]);
+  for (const ShardingRule::DimFactors &d : dims) {
+    std::string entry;
+    if (!d.empty())
+      entry = factorAxis[d.front()];
+    for (size_t i = 1; entry.empty() && i < d.size(); ++i) {
+      const std::string &a = factorAxis[d[i]];
+      if (a.empty() || parseDimSplit(a).viewed())
+        continue;
+      SmallVector<int64_t> view;
+      for (int64_t f : d)
+        view.push_back(rule.factorSizes[f]);
+      entry = viewedSplit(a, view, int64_t(i));
+    }
+    s.push_back(entry);
+  }
   return s;
 }
 

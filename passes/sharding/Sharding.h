@@ -23,8 +23,24 @@ namespace strata {
 
 constexpr const char *kShardingAttr = "strata.sharding";
 
-/// Per dimension, the mesh axis ("" = whole).
+/// Per dimension, the mesh axis ("" = whole). A dimension may be split
+/// along one dimension of a view of it: "tp@3x4x4:1" is the dimension
+/// viewed as [3, 4, 4] (row-major) split over "tp" along view dimension 1
+/// (GPT-2's fused QKV projection [.., 3 * heads * head_dim] split by heads).
+/// Locally it still has size/n elements; ops whose rule splits the
+/// dimension into those factors (a reshape) split the view's factor.
 using Sharding = llvm::SmallVector<std::string>;
+
+/// A dimension's entry of a Sharding, parsed.
+struct DimSplit {
+  std::string axis;                ///< "" = whole
+  llvm::SmallVector<int64_t> view; ///< empty: split along the dimension
+  int64_t index = -1;              ///< the view dimension split
+  bool viewed() const { return index >= 0; }
+};
+DimSplit parseDimSplit(llvm::StringRef entry);
+std::string viewedSplit(llvm::StringRef axis, llvm::ArrayRef<int64_t> view,
+                        int64_t index);
 
 /// The shardings written on `op` for its results; nullopt when absent or
 /// malformed (one list per result, one string per dimension).
@@ -44,8 +60,10 @@ assignFactors(mlir::Operation *op, const ShardingRule &rule, int64_t meshSize,
               llvm::function_ref<const Sharding *(mlir::Value)> known);
 
 /// The sharding of dimension list `dims` under `factorAxis`: each dimension
-/// takes the axis of its major factor.
-Sharding shardingFrom(const ShardingRule::TensorFactors &dims,
+/// takes the axis of its major factor, or, when only a minor factor is
+/// split, that factor's split of the dimension viewed as its factors.
+Sharding shardingFrom(const ShardingRule &rule,
+                      const ShardingRule::TensorFactors &dims,
                       llvm::ArrayRef<std::string> factorAxis);
 
 } // namespace strata

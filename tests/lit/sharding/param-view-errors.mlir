@@ -21,7 +21,7 @@ module {
   func.func @forward() -> tensor<f32> {
     %targets = strata.input "targets" : tensor<2x4xi32>
     %x = strata.param "x" : tensor<2x4x16xf32>
-    // expected-error @+1 {{strata.shard_view: the major view dimension of split dimension 0 (3) must divide by the mesh size 2}}
+    // expected-error @+1 {{strata.shard_view: the view dimension split in dimension 0 (3) must divide by the mesh size 2}}
     %q = strata.param "q_proj.weight" {strata.sharding = [["tp", ""]], strata.shard_view = array<i64: 3, 4, 16>} : tensor<12x16xf32>
     %y = strata.matmul %x, %q {transpose_b = true} : (tensor<2x4x16xf32>, tensor<12x16xf32>) -> tensor<2x4x12xf32>
     %loss = strata.cross_entropy %y, %targets : (tensor<2x4x12xf32>, tensor<2x4xi32>) -> tensor<f32>

@@ -12,9 +12,10 @@
 // compares the printed programs. The rules get the matcher's decisions as
 // seeds: each parameter the matcher splits along one of its own dimensions
 // is seeded split along it (with the matcher's view of it, strata.shard_view,
-// when the split is that view's major dimension), and under sp the embeddings' outputs are seeded
+// when the split is that view's major dimension; as a viewed split,
+// "tp@3x4x4:1", when it is another), and under sp the embeddings' outputs are seeded
 // split along the sequence; a parameter the matcher splits through a view
-// (fused QKV by heads) or with padding cannot be seeded and is reported.
+// with padding cannot be seeded and is reported.
 //
 // The test pins which combinations are identical today, so a change to
 // either partitioner that makes more of them match, or breaks one that
@@ -183,23 +184,34 @@ Seeds seedsFrom(ModuleOp matched) {
     auto local = cast<RankedTensorType>(p.getType()).getShape();
     // The view refines the global dimensions; the parameter is declared in
     // the view's shape (or in the global one when they are the same). A
-    // global dimension is seedable when only the major view dimension of
-    // its group is split, by an exact division.
+    // global dimension split along one view dimension by an exact division
+    // is seeded split along it: plainly when that is the major one of its
+    // group, else as a viewed split ("tp@3x4x4:1").
     bool seedable = local.size() == view.size();
     Sharding s(global.size());
     size_t v = 0;
     for (auto [d, size] : llvm::enumerate(global)) {
       int64_t product = 1;
-      for (bool major = true; seedable && v < view.size() && product < size;
-           ++v, major = false) {
+      size_t major = v;
+      int splits = 0;
+      for (; seedable && v < view.size() && product < size; ++v) {
         product *= view[v];
         if (local[v] == view[v])
           continue;
-        if (!major || view[v] % local[v])
+        ++splits;
+        if (view[v] % local[v])
           seedable = false;
-        s[d] = "tp";
+        s[d] = v == major ? "tp"
+                          : viewedSplit("tp",
+                                        ArrayRef<int64_t>(view).slice(major),
+                                        int64_t(v - major));
       }
-      seedable &= product == size;
+      seedable &= product == size && splits <= 1;
+      if (seedable && !s[d].empty() && s[d] != "tp") {
+        // The view of this dimension is its group only.
+        std::vector<int64_t> group(view.begin() + major, view.begin() + v);
+        s[d] = viewedSplit("tp", group, parseDimSplit(s[d]).index);
+      }
     }
     if (!seedable || isReplicated(s)) {
       seeds.inexpressible.push_back(p.getName().str());
@@ -297,14 +309,22 @@ TEST_F(RulePartitionComparisonTest, PresetRankProgramsMatchTheMatcher) {
     }
   EXPECT_EQ(combinations, 40);
   // Pinned: the combinations whose rank programs are identical today.
+  // Not yet: gpt under sp (the matcher keeps the position and target
+  // inputs whole), kv heads replicated (kv_heads < tp) and padded
+  // vocabularies (vocab % tp != 0).
   std::set<std::string> expected;
-  for (const char *llama : {"llama kv_heads=4", "llama kv_heads=2 tied"})
-    for (const char *dtype : {" f32", " bf16"})
-      for (const char *tp : {" tp=2", " tp=4"})
-        for (const char *sp : {"", " sp"})
-          if (std::string(llama) == "llama kv_heads=4" ||
-              std::string(tp) == " tp=2")
-            expected.insert(std::string(llama) + dtype + tp + sp);
+  for (const char *dtype : {" f32", " bf16"})
+    for (const char *tp : {" tp=2", " tp=4"}) {
+      for (const char *sp : {"", " sp"}) {
+        expected.insert(std::string("llama kv_heads=4") + dtype + tp + sp);
+        if (std::string(tp) == " tp=2")
+          expected.insert(std::string("llama kv_heads=2 tied") + dtype + tp +
+                          sp);
+      }
+      expected.insert(std::string("gpt") + dtype + tp);
+      if (std::string(tp) == " tp=2")
+        expected.insert(std::string("gpt vocab=50") + dtype + tp);
+    }
   EXPECT_EQ(identical, expected);
 }
 
