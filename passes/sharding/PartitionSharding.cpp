@@ -84,8 +84,10 @@ struct PartitionShardingPass
         std::make_pair(v.getAsOpaquePointer(), key(want, replicate));
     if (Value done = reconciled[cacheKey])
       return done;
+    // Right after the value (its users share it), except that an input is
+    // cut where it is first used.
     OpBuilder b(user);
-    if (Operation *def = v.getDefiningOp())
+    if (Operation *def = v.getDefiningOp(); def && !isa<InputOp>(def))
       b.setInsertionPointAfter(def);
     Location loc = user->getLoc();
     StringAttr group = b.getStringAttr(axisGroup);
