@@ -110,10 +110,12 @@ struct PartitionShardingPass
     Sharding s = have.sharding;
     bool replicated = false; // went through an op with a summing gradient
     if (have.partial) {
-      // Reduce-scatter straight onto a dimension the user wants split.
+      // Reduce-scatter straight onto a dimension the user wants split
+      // (along itself, not along a view of it).
       int64_t onto = -1;
       for (auto [d, a] : llvm::enumerate(want))
-        if (!a.empty() && s[d].empty() && isReplicated(s))
+        if (!a.empty() && s[d].empty() && isReplicated(s) &&
+            !parseDimSplit(a).viewed())
           onto = int64_t(d);
       if (onto >= 0) {
         s[onto] = want[onto];
@@ -124,8 +126,7 @@ struct PartitionShardingPass
             loc, RankedTensorType::get(shape, type.getElementType()), cur,
             group, i64(onto), i64(meshSize)));
       } else {
-        cur = tagged(
-            b.create<AllReduceOp>(loc, cur.getType(), cur, group));
+        cur = tagged(b.create<AllReduceOp>(loc, cur.getType(), cur, group));
       }
     }
     auto elem = llvm::cast<RankedTensorType>(cur.getType()).getElementType();
@@ -144,8 +145,8 @@ struct PartitionShardingPass
         whole *= size;
       if (type.getShape()[d] != whole)
         shape[d + split.index] /= meshSize;
-      cur = tagged(b.create<ReshapeOp>(
-          loc, RankedTensorType::get(shape, elem), cur));
+      cur = tagged(
+          b.create<ReshapeOp>(loc, RankedTensorType::get(shape, elem), cur));
       return d + split.index;
     };
     auto fold = [&](RankedTensorType flat, const DimSplit &split) {
@@ -193,8 +194,9 @@ struct PartitionShardingPass
       SmallVector<int64_t> shape(
           llvm::cast<RankedTensorType>(cur.getType()).getShape());
       shape[at] = size;
-      cur = tagged(b.create<SliceOp>(loc, RankedTensorType::get(shape, elem),
-                                     cur, i64(at), i64(rank * size), i64(size)));
+      cur =
+          tagged(b.create<SliceOp>(loc, RankedTensorType::get(shape, elem), cur,
+                                   i64(at), i64(rank * size), i64(size)));
       fold(RankedTensorType::get(flat, elem), split);
       s[d] = a;
     }
@@ -316,8 +318,8 @@ struct PartitionShardingPass
       else
         view.push_back(size);
     }
-    if (auto given = param->getAttrOfType<DenseI64ArrayAttr>(
-            "strata.shard_view"))
+    if (auto given =
+            param->getAttrOfType<DenseI64ArrayAttr>("strata.shard_view"))
       view.assign(given.asArrayRef().begin(), given.asArrayRef().end());
     SmallVector<int64_t> box(view), start(view.size(), 0);
     size_t at = 0;
@@ -335,9 +337,8 @@ struct PartitionShardingPass
       if (s[d].empty())
         continue;
       DimSplit split = parseDimSplit(s[d]);
-      if (split.viewed() &&
-          ArrayRef<int64_t>(view).slice(major, at - major) !=
-              ArrayRef<int64_t>(split.view)) {
+      if (split.viewed() && ArrayRef<int64_t>(view).slice(major, at - major) !=
+                                ArrayRef<int64_t>(split.view)) {
         param.emitError("strata.shard_view disagrees with the view of "
                         "dimension ")
             << d << " in its sharding \"" << s[d] << "\"";

@@ -77,8 +77,7 @@ DimSplit parseDimSplit(StringRef entry) {
   return split;
 }
 
-std::string viewedSplit(StringRef axis, ArrayRef<int64_t> view,
-                        int64_t index) {
+std::string viewedSplit(StringRef axis, ArrayRef<int64_t> view, int64_t index) {
   std::string out = axis.str() + "@";
   for (auto [i, size] : llvm::enumerate(view))
     out += (i ? "x" : "") + std::to_string(size);

@@ -13,9 +13,9 @@
 // seeds: each parameter the matcher splits along one of its own dimensions
 // is seeded split along it (with the matcher's view of it, strata.shard_view,
 // when the split is that view's major dimension; as a viewed split,
-// "tp@3x4x4:1", when it is another), and under sp the embeddings' outputs are seeded
-// split along the sequence; a parameter the matcher splits through a view
-// with padding cannot be seeded and is reported.
+// "tp@3x4x4:1", when it is another), and under sp the embeddings' outputs are
+// seeded split along the sequence; a parameter the matcher splits through a
+// view with padding cannot be seeded and is reported.
 //
 // The test pins which combinations are identical today, so a change to
 // either partitioner that makes more of them match, or breaks one that
@@ -136,9 +136,8 @@ protected:
         partition + ",strata-mixed-precision,strata-autodiff{loss-scale=1}";
     if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
       return nullptr;
-    ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) {
-      return success();
-    });
+    ScopedDiagnosticHandler quiet(&context,
+                                  [](Diagnostic &) { return success(); });
     if (failed(pm.run(*clone)))
       return nullptr;
     return clone;
@@ -201,10 +200,10 @@ Seeds seedsFrom(ModuleOp matched) {
         ++splits;
         if (view[v] % local[v])
           seedable = false;
-        s[d] = v == major ? "tp"
-                          : viewedSplit("tp",
-                                        ArrayRef<int64_t>(view).slice(major),
-                                        int64_t(v - major));
+        s[d] = v == major
+                   ? "tp"
+                   : viewedSplit("tp", ArrayRef<int64_t>(view).slice(major),
+                                 int64_t(v - major));
       }
       seedable &= product == size && splits <= 1;
       if (seedable && !s[d].empty() && s[d] != "tp") {
@@ -249,8 +248,7 @@ TEST_F(RulePartitionComparisonTest, PresetRankProgramsMatchTheMatcher) {
         for (bool sp : {false, true}) {
           std::string config = std::string(preset.name) +
                                (bf16 ? " bf16" : " f32") +
-                               " tp=" + std::to_string(tp) +
-                               (sp ? " sp" : "");
+                               " tp=" + std::to_string(tp) + (sp ? " sp" : "");
           bool same = true;
           std::string why;
           for (int64_t rank = 0; rank < tp && same; ++rank) {
