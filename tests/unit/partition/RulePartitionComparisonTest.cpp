@@ -7,9 +7,11 @@
 // For every preset shape the matcher handles (gpt, gpt with a padded
 // vocabulary, llama with kv heads replicated, split and tied), float32 and
 // bfloat16, tp 2 and 4, with and without sequence parallelism, this test
-// compiles each rank both ways, up to the training step (partitioning,
-// strata-mixed-precision, strata-autodiff, as CompileCommand does), and
-// compares the printed programs. The rules get the matcher's decisions as
+// compiles each rank both ways through the passes CompileCommand runs
+// before emission (partitioning, strata-mixed-precision, strata-autodiff,
+// strata-build-optimizer), and compares the printed modules; emission reads
+// nothing the two could differ in (strata.sharding is read by the sharding
+// passes only). The rules get the matcher's decisions as
 // seeds: each parameter the matcher splits along one of its own dimensions
 // is seeded split along it (with the matcher's view of it, strata.shard_view,
 // when the split is that view's major dimension; as a viewed split,
@@ -133,7 +135,8 @@ protected:
       seed(*clone);
     PassManager pm(&context, ModuleOp::getOperationName());
     std::string pipeline =
-        partition + ",strata-mixed-precision,strata-autodiff{loss-scale=1}";
+        partition + ",strata-mixed-precision,strata-autodiff{loss-scale=1},"
+        "strata-build-optimizer";
     if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
       return nullptr;
     ScopedDiagnosticHandler quiet(&context,
