@@ -143,6 +143,7 @@ ShardingRule matmulRule(MatmulOp op) {
   out.push_back({n});
   b.rule.operands = {lhs, rhs};
   b.rule.results = {out};
+  b.rule.paddable = {n};
   return b.rule;
 }
 
@@ -157,6 +158,7 @@ ShardingRule embeddingRule(EmbeddingOp op) {
   out.push_back({h});
   b.rule.operands = {{{v}, {h}}, ids};
   b.rule.results = {out};
+  b.rule.paddable = {v};
   return b.rule;
 }
 
@@ -270,9 +272,11 @@ ShardingRule crossEntropyRule(CrossEntropyOp op) {
   RuleBuilder b;
   ArrayRef<int64_t> logits = shapeOf(op.getLogits());
   ShardingRule::TensorFactors l = RuleBuilder::whole(logits);
-  l.back().push_back(b.factor(logits.back()));
+  int64_t classes = b.factor(logits.back());
+  l.back().push_back(classes);
   b.rule.operands = {l, RuleBuilder::whole(shapeOf(op.getTargets()))};
   b.rule.results = {{}};
+  b.rule.paddable = {classes};
   return b.rule;
 }
 

@@ -32,6 +32,8 @@
 #include "passes/Passes.h"
 #include "passes/sharding/Sharding.h"
 
+#include <algorithm>
+
 namespace strata {
 #define GEN_PASS_DEF_STRATAPARTITIONSHARDING
 #include "passes/Passes.h.inc"
@@ -53,6 +55,8 @@ struct PartitionShardingPass
   using StrataPartitionShardingBase::StrataPartitionShardingBase;
 
   DenseMap<Value, Sharding> global; ///< propagation's decisions
+  DenseMap<Value, SmallVector<int64_t>> globalShape;
+  bool broken = false; ///< a reconciliation failed (diagnosed)
   DenseMap<Value, Local> local;
   std::map<std::pair<void *, std::string>, Value> reconciled;
 
@@ -60,7 +64,7 @@ struct PartitionShardingPass
     SmallVector<int64_t> shape(t.getShape());
     for (auto [d, a] : llvm::enumerate(s))
       if (!a.empty())
-        shape[d] /= meshSize;
+        shape[d] = (shape[d] + meshSize - 1) / meshSize; // padded if need be
     return RankedTensorType::get(shape, t.getElementType());
   }
 
@@ -115,7 +119,10 @@ struct PartitionShardingPass
       int64_t onto = -1;
       for (auto [d, a] : llvm::enumerate(want))
         if (!a.empty() && s[d].empty() && isReplicated(s) &&
-            !parseDimSplit(a).viewed())
+            !parseDimSplit(a).viewed() &&
+            llvm::cast<RankedTensorType>(cur.getType()).getShape()[d] %
+                    meshSize ==
+                0)
           onto = int64_t(d);
       if (onto >= 0) {
         s[onto] = want[onto];
@@ -171,6 +178,13 @@ struct PartitionShardingPass
           loc, RankedTensorType::get(shape, elem), cur, group, i64(at),
           i64(meshSize), b.getBoolAttr(!replicate)));
       fold(RankedTensorType::get(flat, elem), split);
+      // A padded split: drop the padding.
+      auto whole = globalShape.find(v);
+      if (whole != globalShape.end() && whole->second[d] < flat[d]) {
+        flat[d] = whole->second[d];
+        cur = tagged(b.create<SliceOp>(loc, RankedTensorType::get(flat, elem),
+                                       cur, i64(d), i64(0), i64(flat[d])));
+      }
       replicated = replicate;
       s[d] = "";
     }
@@ -189,6 +203,15 @@ struct PartitionShardingPass
           llvm::cast<RankedTensorType>(cur.getType()).getShape());
       flat[d] /= meshSize;
       int64_t at = unfold(int64_t(d), split);
+      if (llvm::cast<RankedTensorType>(cur.getType()).getShape()[at] %
+          meshSize) {
+        user->emitError("needs an operand split with padding (dimension ")
+            << d << " of " << v.getType()
+            << " over the mesh), which only a parameter or an op that "
+               "computes it can be; give the producer that split";
+        broken = true;
+        return v;
+      }
       int64_t size =
           llvm::cast<RankedTensorType>(cur.getType()).getShape()[at] / meshSize;
       SmallVector<int64_t> shape(
@@ -238,11 +261,13 @@ struct PartitionShardingPass
   /// cross-entropy, whose result every member holds whole.
   void vocabParallelLoss(CrossEntropyOp loss, int64_t vocab) {
     OpBuilder b(loss);
-    int64_t width = vocab / meshSize;
+    // Classes past the vocabulary pad the last members' logits.
+    int64_t width = (vocab + meshSize - 1) / meshSize, start = rank * width;
+    int64_t valid = std::clamp<int64_t>(vocab - start, 0, width);
     auto sharded = b.create<VocabParallelCrossEntropyOp>(
         loss.getLoc(), loss.getLogits(), loss.getTargets(),
-        b.getStringAttr(axisGroup), b.getI64IntegerAttr(rank * width),
-        b.getI64IntegerAttr(width));
+        b.getStringAttr(axisGroup), b.getI64IntegerAttr(start),
+        b.getI64IntegerAttr(valid));
     for (NamedAttribute attr : loss->getDiscardableAttrs())
       sharded->setAttr(attr.getName(), attr.getValue());
     loss.getResult().replaceAllUsesWith(sharded.getResult());
@@ -345,14 +370,17 @@ struct PartitionShardingPass
         return failure();
       }
       size_t cut = split.viewed() ? major + split.index : major;
-      if (view[cut] % meshSize) {
+      // The parameter's own dimension may be split with padding (the
+      // vocabulary's rows); a view's may not.
+      bool own = at - major == 1 && !split.viewed();
+      if (view[cut] % meshSize && !own) {
         param.emitError("strata.shard_view: the view dimension split in "
                         "dimension ")
             << d << " (" << view[cut] << ") must divide by the mesh size "
             << int64_t(meshSize);
         return failure();
       }
-      box[cut] = view[cut] / meshSize;
+      box[cut] = (view[cut] + meshSize - 1) / meshSize;
       start[cut] = rank * box[cut];
     }
     if (at != view.size()) {
@@ -397,6 +425,9 @@ struct PartitionShardingPass
       }
       for (auto [v, sh] : llvm::zip(op.getResults(), *s))
         global[v] = sh;
+      for (Value v : op.getResults())
+        globalShape[v] = SmallVector<int64_t>(
+            llvm::cast<RankedTensorType>(v.getType()).getShape());
       ops.push_back(&op);
     }
     for (Operation *op : ops)
@@ -416,7 +447,7 @@ struct PartitionShardingPass
             false};
         continue;
       }
-      if (failed(partitionOp(op)))
+      if (failed(partitionOp(op)) || broken)
         return signalPassFailure();
     }
     // The outputs (the loss first) leave whole.
@@ -425,6 +456,8 @@ struct PartitionShardingPass
       auto type = llvm::cast<RankedTensorType>(use.get().getType());
       use.set(reconcile(use.get(), Sharding(type.getRank()), false, ret));
     }
+    if (broken)
+      return signalPassFailure();
     forward.setType(
         FunctionType::get(module.getContext(), {}, ret->getOperandTypes()));
   }

@@ -116,8 +116,12 @@ assignFactors(Operation *op, const ShardingRule &rule, int64_t meshSize,
           continue;
         }
       }
-      if (!axis[f].empty() || taken(split.axis) || size % meshSize ||
-          shape[d] % meshSize)
+      // A size the mesh does not divide is split with padding, where the
+      // op allows it for a dimension of that one factor.
+      bool padded = !split.viewed() && dims[d].size() == 1 &&
+                    llvm::is_contained(rule.paddable, f);
+      if (!axis[f].empty() || taken(split.axis) ||
+          (!padded && (size % meshSize || shape[d] % meshSize)))
         continue;
       axis[f] = value;
     }

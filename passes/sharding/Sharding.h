@@ -53,8 +53,9 @@ std::string shardingStr(const Sharding &s);
 /// The axis of each factor of `rule` for `op`, from the known shardings of
 /// its operands (parameters first, so weights win over activations) and
 /// then of its results. A factor takes an axis only if every dimension it
-/// leads divides by the mesh size `meshSize`, and an axis goes to one factor
-/// only. `known` returns the sharding of a value, if any.
+/// leads divides by the mesh size `meshSize` (or the rule lets it be
+/// padded), and an axis goes to one factor only. `known` returns the sharding
+/// of a value, if any.
 llvm::SmallVector<std::string>
 assignFactors(mlir::Operation *op, const ShardingRule &rule, int64_t meshSize,
               llvm::function_ref<const Sharding *(mlir::Value)> known);

@@ -15,7 +15,8 @@
 // seeds: each parameter the matcher splits along one of its own dimensions
 // is seeded split along it (with the matcher's view of it, strata.shard_view,
 // when the split is that view's major dimension; as a viewed split,
-// "tp@3x4x4:1", when it is another), and under sp the embeddings' outputs are
+// "tp@3x4x4:1", when it is another; padded where tp does not divide the
+// vocabulary), and under sp the embeddings' outputs are
 // seeded split along the sequence; a parameter the matcher splits through a
 // view with padding cannot be seeded and is reported.
 //
@@ -136,7 +137,7 @@ protected:
     PassManager pm(&context, ModuleOp::getOperationName());
     std::string pipeline =
         partition + ",strata-mixed-precision,strata-autodiff{loss-scale=1},"
-        "strata-build-optimizer";
+                    "strata-build-optimizer";
     if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
       return nullptr;
     ScopedDiagnosticHandler quiet(&context,
@@ -201,7 +202,9 @@ Seeds seedsFrom(ModuleOp matched) {
         if (local[v] == view[v])
           continue;
         ++splits;
-        if (view[v] % local[v])
+        // Split exactly, or padded (the vocabulary) when the view is the
+        // dimension itself.
+        if (view[v] % local[v] && view[v] != size)
           seedable = false;
         s[d] = v == major
                    ? "tp"
@@ -310,19 +313,17 @@ TEST_F(RulePartitionComparisonTest, PresetRankProgramsMatchTheMatcher) {
     }
   EXPECT_EQ(combinations, 40);
   // Pinned: the combinations whose rank programs are identical today.
-  // Not yet: kv heads replicated (kv_heads < tp) and padded vocabularies
-  // (vocab % tp != 0).
+  // Not yet: kv heads replicated (kv_heads < tp).
   std::set<std::string> expected;
   for (const char *dtype : {" f32", " bf16"})
     for (const char *tp : {" tp=2", " tp=4"})
       for (const char *sp : {"", " sp"}) {
         std::string config = std::string(dtype) + tp + sp;
         expected.insert("gpt" + config);
+        expected.insert("gpt vocab=50" + config);
         expected.insert("llama kv_heads=4" + config);
-        if (std::string(tp) == " tp=2") {
-          expected.insert("gpt vocab=50" + config);
+        if (std::string(tp) == " tp=2")
           expected.insert("llama kv_heads=2 tied" + config);
-        }
       }
   EXPECT_EQ(identical, expected);
 }

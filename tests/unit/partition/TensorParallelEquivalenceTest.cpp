@@ -475,10 +475,12 @@ TEST_F(TensorParallelTest, RuleShardedRanksComputeTheUnshardedStep) {
       {"mlp by rules", kMlpSpec, {{"fc1.weight", {"", "tp"}}}},
       {"gpt by rules", kGptSpec, {{"mlp.c_fc.weight", {"", "tp"}}}},
       // The fused QKV projection split by heads: its features viewed as
-      // [3, heads, head_dim] split along the heads.
-      {"gpt heads by rules",
+      // [3, heads, head_dim] split along the heads; the tied table by rows
+      // (50, padded under tp 4).
+      {"gpt heads and vocabulary by rules",
        kGptSpec,
-       {{"attn.c_attn.weight", {"", "tp@3x4x4:1"}},
+       {{"wte.weight", {"tp", ""}},
+        {"attn.c_attn.weight", {"", "tp@3x4x4:1"}},
         {"attn.c_attn.bias", {"tp@3x4x4:1"}},
         {"mlp.c_fc.weight", {"", "tp"}}}},
       {"llama by rules",
