@@ -63,8 +63,10 @@ struct PartitionShardingPass
   RankedTensorType localType(RankedTensorType t, const Sharding &s) {
     SmallVector<int64_t> shape(t.getShape());
     for (auto [d, a] : llvm::enumerate(s))
-      if (!a.empty())
-        shape[d] = (shape[d] + meshSize - 1) / meshSize; // padded if need be
+      if (!a.empty()) {
+        int64_t parts = parseDimSplit(a).parts(meshSize);
+        shape[d] = (shape[d] + parts - 1) / parts; // padded if need be
+      }
     return RankedTensorType::get(shape, t.getElementType());
   }
 
@@ -90,8 +92,15 @@ struct PartitionShardingPass
       return done;
     // Right after the value (its users share it), except that an input is
     // cut where it is first used.
+    // A parameter cut for this user (a group's kv head) is cut where used,
+    // in the user's layer.
+    Operation *def = v.getDefiningOp();
+    bool cut = isa_and_nonnull<ParamOp>(def) &&
+               llvm::any_of(want, [](const std::string &a) {
+                 return parseDimSplit(a).major != 0;
+               });
     OpBuilder b(user);
-    if (Operation *def = v.getDefiningOp(); def && !isa<InputOp>(def))
+    if (def && !isa<InputOp>(def) && !cut)
       b.setInsertionPointAfter(def);
     Location loc = user->getLoc();
     StringAttr group = b.getStringAttr(axisGroup);
@@ -99,8 +108,8 @@ struct PartitionShardingPass
     // A reconciling collective belongs to the layer of the value it
     // reshapes (none for parameters and inputs), and to its user's pipeline
     // stage (stages may be assigned first).
-    Operation *def = v.getDefiningOp();
-    Attribute layer = def && !isa<ParamOp, InputOp>(def)
+    Attribute layer = cut ? user->getAttr("strata.layer")
+                      : def && !isa<ParamOp, InputOp>(def)
                           ? def->getAttr("strata.layer")
                           : Attribute();
     auto tagged = [&](Operation *op) {
@@ -120,6 +129,7 @@ struct PartitionShardingPass
       for (auto [d, a] : llvm::enumerate(want))
         if (!a.empty() && s[d].empty() && isReplicated(s) &&
             !parseDimSplit(a).viewed() &&
+            parseDimSplit(a).parts(meshSize) == meshSize &&
             llvm::cast<RankedTensorType>(cur.getType()).getShape()[d] %
                     meshSize ==
                 0)
@@ -165,6 +175,14 @@ struct PartitionShardingPass
       if (a.empty() || want[d] == a)
         continue;
       DimSplit split = parseDimSplit(a);
+      if (split.major || split.minor) {
+        user->emitError("needs dimension ")
+            << d << " of an operand whole that is split over part of the "
+            << "mesh axis (\"" << a << "\"); gathering over a sub-group "
+            << "is not supported";
+        broken = true;
+        return v;
+      }
       SmallVector<int64_t> flat(
           llvm::cast<RankedTensorType>(cur.getType()).getShape());
       flat[d] *= meshSize;
@@ -199,12 +217,19 @@ struct PartitionShardingPass
       }
       sliced = true;
       DimSplit split = parseDimSplit(a);
+      // A major part of the axis: n / parts consecutive members share one
+      // (one part: all share it, through replicate only).
+      int64_t parts = split.parts(meshSize);
+      if (parts == 1) {
+        s[d] = a;
+        continue;
+      }
+      int64_t part = split.minor ? rank % parts : rank / (meshSize / parts);
       SmallVector<int64_t> flat(
           llvm::cast<RankedTensorType>(cur.getType()).getShape());
-      flat[d] /= meshSize;
+      flat[d] /= parts;
       int64_t at = unfold(int64_t(d), split);
-      if (llvm::cast<RankedTensorType>(cur.getType()).getShape()[at] %
-          meshSize) {
+      if (llvm::cast<RankedTensorType>(cur.getType()).getShape()[at] % parts) {
         user->emitError("needs an operand split with padding (dimension ")
             << d << " of " << v.getType()
             << " over the mesh), which only a parameter or an op that "
@@ -213,13 +238,13 @@ struct PartitionShardingPass
         return v;
       }
       int64_t size =
-          llvm::cast<RankedTensorType>(cur.getType()).getShape()[at] / meshSize;
+          llvm::cast<RankedTensorType>(cur.getType()).getShape()[at] / parts;
       SmallVector<int64_t> shape(
           llvm::cast<RankedTensorType>(cur.getType()).getShape());
       shape[at] = size;
       cur =
           tagged(b.create<SliceOp>(loc, RankedTensorType::get(shape, elem), cur,
-                                   i64(at), i64(rank * size), i64(size)));
+                                   i64(at), i64(part * size), i64(size)));
       fold(RankedTensorType::get(flat, elem), split);
       s[d] = a;
     }
@@ -283,8 +308,13 @@ struct PartitionShardingPass
       const ShardingRule::TensorFactors &dims = rule.operands[i];
       Sharding want = shardingFrom(rule, dims, axis);
       // Splits a factor this operand does not have: partial gradients.
+      // Not a minor part of the axis ("tp%2"): its operands split over the
+      // major part were cut from a whole value through replicate, which
+      // already sums every member's gradient.
       bool replicate = false;
       for (auto [f, a] : llvm::enumerate(axis)) {
+        if (parseDimSplit(a).minor)
+          continue;
         bool mine = llvm::any_of(dims, [&](const ShardingRule::DimFactors &d) {
           return llvm::is_contained(d, int64_t(f));
         });
@@ -330,6 +360,16 @@ struct PartitionShardingPass
     local[v] = Local{s, false};
     if (isReplicated(s))
       return success();
+    // Split over part of the mesh axis: members share parts, so the
+    // parameter stays whole (its gradient summed over all members) and its
+    // users cut their part.
+    if (llvm::any_of(s, [](const std::string &a) {
+          DimSplit split = parseDimSplit(a);
+          return split.major || split.minor;
+        })) {
+      local[v] = Local{Sharding(s.size()), false};
+      return success();
+    }
     OpBuilder b(param);
     auto type = llvm::cast<RankedTensorType>(v.getType());
     RankedTensorType flat = localType(type, s);

@@ -151,8 +151,10 @@ struct PropagateShardingPass
                      "[[\"\", \"tp\"]]");
         return signalPassFailure();
       }
-      for (auto [v, s] : llvm::zip(op.getResults(), *seeds))
+      for (auto [v, s] : llvm::zip(op.getResults(), *seeds)) {
+        normalizeSharding(s, meshSize);
         known[v] = s;
+      }
     }
     for (Operation *op : ops)
       if (!isa<ParamOp, InputOp>(op) && !isa<ShardingRuleOpInterface>(op))

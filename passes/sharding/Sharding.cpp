@@ -58,6 +58,15 @@ std::string shardingStr(const Sharding &s) {
 
 DimSplit parseDimSplit(StringRef entry) {
   DimSplit split;
+  for (char mark : {'/', '%'}) {
+    auto [axis, parts] = entry.split(mark);
+    int64_t k = 0;
+    if (!parts.empty() && !parts.getAsInteger(10, k) && k > 0) {
+      split.axis = axis.str();
+      (mark == '/' ? split.major : split.minor) = k;
+      return split;
+    }
+  }
   auto [axis, rest] = entry.split('@');
   split.axis = axis.str();
   if (rest.empty())
@@ -75,6 +84,14 @@ DimSplit parseDimSplit(StringRef entry) {
       split.index >= int64_t(split.view.size()))
     return DimSplit{split.axis, {}, -1};
   return split;
+}
+
+void normalizeSharding(Sharding &s, int64_t n) {
+  for (std::string &entry : s) {
+    DimSplit split = parseDimSplit(entry);
+    if (split.major == n || split.minor == 1)
+      entry = split.axis;
+  }
 }
 
 std::string viewedSplit(StringRef axis, ArrayRef<int64_t> view, int64_t index) {
@@ -101,6 +118,27 @@ assignFactors(Operation *op, const ShardingRule &rule, int64_t meshSize,
       DimSplit split = parseDimSplit(a);
       int64_t f = dims[d].front(), size = rule.factorSizes[f];
       std::string value = a;
+      if (split.minor)
+        continue; // only with its major, below
+      if (split.major) {
+        if (!axis[f].empty() || taken(split.axis) || size % split.major)
+          continue;
+        axis[f] = a;
+        continue;
+      }
+      // A composite dimension whose major factor is smaller than the mesh:
+      // the factor takes a major part of the axis, the next one the rest
+      // (query heads (kv g) split over more members than kv heads).
+      if (!split.viewed() && dims[d].size() >= 2 && size < meshSize &&
+          meshSize % size == 0 &&
+          rule.factorSizes[dims[d][1]] % (meshSize / size) == 0) {
+        int64_t g = dims[d][1];
+        if (!axis[f].empty() || !axis[g].empty() || taken(split.axis))
+          continue;
+        axis[f] = split.axis + "/" + std::to_string(size);
+        axis[g] = split.axis + "%" + std::to_string(size);
+        continue;
+      }
       if (split.viewed()) {
         SmallVector<int64_t> sizes;
         for (int64_t g : dims[d])
@@ -153,9 +191,19 @@ Sharding shardingFrom(const ShardingRule &rule,
     std::string entry;
     if (!d.empty())
       entry = factorAxis[d.front()];
+    // A major part of the axis and its minor complement: the whole axis.
+    if (d.size() >= 2 && !entry.empty()) {
+      DimSplit major = parseDimSplit(entry);
+      DimSplit minor = parseDimSplit(factorAxis[d[1]]);
+      if (major.major && minor.minor == major.major && minor.axis == major.axis)
+        entry = major.axis;
+    }
+    if (!entry.empty() && parseDimSplit(entry).minor)
+      entry.clear(); // a lone minor part: not expressible, whole
     for (size_t i = 1; entry.empty() && i < d.size(); ++i) {
       const std::string &a = factorAxis[d[i]];
-      if (a.empty() || parseDimSplit(a).viewed())
+      DimSplit split = parseDimSplit(a);
+      if (a.empty() || split.viewed() || split.major || split.minor)
         continue;
       SmallVector<int64_t> view;
       for (int64_t f : d)

@@ -31,14 +31,28 @@ constexpr const char *kShardingAttr = "strata.sharding";
 /// dimension into those factors (a reshape) split the view's factor.
 using Sharding = llvm::SmallVector<std::string>;
 
-/// A dimension's entry of a Sharding, parsed.
+/// A dimension may also be split over a major part of the mesh axis:
+/// "tp/2" is 2 parts, member r holding part r / (n / 2), so n / 2
+/// consecutive members share each (key/value heads fewer than the members:
+/// each group of members sharing a kv head). Its minor complement "tp%2"
+/// (member r: r % (n / 2)) exists only inside a composite dimension whose
+/// major factor has "tp/2" (query heads (kv g)), which is then plainly
+/// "tp". A parameter so split stays whole; its users cut their part.
 struct DimSplit {
   std::string axis;                ///< "" = whole
   llvm::SmallVector<int64_t> view; ///< empty: split along the dimension
   int64_t index = -1;              ///< the view dimension split
+  int64_t major = 0;               ///< "tp/k": k; 0 = the whole axis
+  int64_t minor = 0;               ///< "tp%k": k
   bool viewed() const { return index >= 0; }
+  /// How many parts the dimension is split into over a mesh of `n`.
+  int64_t parts(int64_t n) const {
+    return major ? major : minor ? n / minor : n;
+  }
 };
 DimSplit parseDimSplit(llvm::StringRef entry);
+/// Writes splits over all of a mesh of `n` plainly ("tp/n" is "tp").
+void normalizeSharding(Sharding &s, int64_t n);
 std::string viewedSplit(llvm::StringRef axis, llvm::ArrayRef<int64_t> view,
                         int64_t index);
 

@@ -488,6 +488,15 @@ TEST_F(TensorParallelTest, RuleShardedRanksComputeTheUnshardedStep) {
        {{"mlp.gate_proj.weight", {"tp", ""}},
         {"mlp.up_proj.weight", {"tp", ""}},
         {"self_attn.q_proj.weight", {"tp", ""}}}},
+      // Under tp 4, two kv heads: each pair of ranks cuts its kv head out
+      // of the whole weights ("tp/2": a major part of the axis).
+      {"llama kv heads over part of the axis by rules",
+       kLlamaTwoKvHeadsTiedSpec,
+       {{"mlp.gate_proj.weight", {"tp", ""}},
+        {"mlp.up_proj.weight", {"tp", ""}},
+        {"self_attn.q_proj.weight", {"tp", ""}},
+        {"self_attn.k_proj.weight", {"tp/2", ""}},
+        {"self_attn.v_proj.weight", {"tp/2", ""}}}},
   };
   for (const Case &c : cases) {
     OwningOpRef<ModuleOp> forward = importF64(c.spec);
