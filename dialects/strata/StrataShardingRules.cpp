@@ -191,6 +191,14 @@ ShardingRule reshapeRule(ReshapeOp op) {
       continue;
     }
     if (remOut == 1) {
+      // A unit dimension inserted into an input dimension is a unit factor
+      // of it ([.., 4] -> [.., 1, 4]: one kv head), so a split of that one
+      // part can follow it.
+      if (out[j] == 1 && to[j].empty()) {
+        int64_t f = b.factor(1);
+        ti[i].push_back(f);
+        to[j].push_back(f);
+      }
       if (++j < out.size())
         remOut = out[j];
       continue;

@@ -198,8 +198,12 @@ Sharding shardingFrom(const ShardingRule &rule,
       if (major.major && minor.minor == major.major && minor.axis == major.axis)
         entry = major.axis;
     }
-    if (!entry.empty() && parseDimSplit(entry).minor)
-      entry.clear(); // a lone minor part: not expressible, whole
+    if (!entry.empty() && parseDimSplit(entry).minor) {
+      // A lone minor part: after a one-part major it is the whole axis,
+      // else not expressible (whole).
+      DimSplit minor = parseDimSplit(entry);
+      entry = minor.minor == 1 ? minor.axis : std::string();
+    }
     for (size_t i = 1; entry.empty() && i < d.size(); ++i) {
       const std::string &a = factorAxis[d[i]];
       DimSplit split = parseDimSplit(a);

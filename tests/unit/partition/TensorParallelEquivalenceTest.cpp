@@ -497,6 +497,14 @@ TEST_F(TensorParallelTest, RuleShardedRanksComputeTheUnshardedStep) {
         {"self_attn.q_proj.weight", {"tp", ""}},
         {"self_attn.k_proj.weight", {"tp/2", ""}},
         {"self_attn.v_proj.weight", {"tp/2", ""}}}},
+      // One kv head shared by every rank: a one-part split ("tp/1").
+      {"llama one kv head by rules",
+       kLlamaOneKvHeadSpec,
+       {{"mlp.gate_proj.weight", {"tp", ""}},
+        {"mlp.up_proj.weight", {"tp", ""}},
+        {"self_attn.q_proj.weight", {"tp", ""}},
+        {"self_attn.k_proj.weight", {"tp/1", ""}},
+        {"self_attn.v_proj.weight", {"tp/1", ""}}}},
   };
   for (const Case &c : cases) {
     OwningOpRef<ModuleOp> forward = importF64(c.spec);
