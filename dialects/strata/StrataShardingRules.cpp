@@ -173,6 +173,8 @@ ShardingRule featureRule(Operation *op, bool featureWhole) {
   for (unsigned i = 1; i < op->getNumOperands(); ++i)
     b.rule.operands.push_back({t[last]});
   b.rule.results = {t};
+  if (!featureWhole) // a bias: padding features stay padding
+    b.rule.paddable = {t[last].front()};
   return b.rule;
 }
 

@@ -57,6 +57,9 @@ struct PartitionShardingPass
   DenseMap<Value, Sharding> global; ///< propagation's decisions
   DenseMap<Value, SmallVector<int64_t>> globalShape;
   bool broken = false; ///< a reconciliation failed (diagnosed)
+  SmallVector<RepeatInterleaveOp> fewerRepeats;
+  /// Partial sums, completed: the value and its sharding.
+  DenseMap<Value, std::pair<Value, Sharding>> completed;
   DenseMap<Value, Local> local;
   std::map<std::pair<void *, std::string>, Value> reconciled;
 
@@ -105,45 +108,69 @@ struct PartitionShardingPass
     Location loc = user->getLoc();
     StringAttr group = b.getStringAttr(axisGroup);
     auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
-    // A reconciling collective belongs to the layer of the value it
-    // reshapes (none for parameters and inputs), and to its user's pipeline
-    // stage (stages may be assigned first).
-    Attribute layer = cut ? user->getAttr("strata.layer")
-                      : def && !isa<ParamOp, InputOp>(def)
-                          ? def->getAttr("strata.layer")
-                          : Attribute();
-    auto tagged = [&](Operation *op) {
+    // Completing a partial sum belongs to the layer that produced it; the
+    // other reconciling ops to their user's layer, except that a parameter
+    // or input shared by its users is no layer's. All take the user's
+    // pipeline stage (stages may be assigned first).
+    bool shared = def && isa<ParamOp, InputOp>(def) && !cut;
+    Attribute produced = def && !isa<ParamOp, InputOp>(def)
+                             ? def->getAttr("strata.layer")
+                             : Attribute();
+    Attribute layer = shared ? Attribute() : user->getAttr("strata.layer");
+    auto tag = [&](Operation *op, Attribute layer) {
       if (layer)
         op->setAttr("strata.layer", layer);
       if (Attribute stage = user->getAttr("strata.stage"))
         op->setAttr("strata.stage", stage);
       return op->getResult(0);
     };
+    auto tagged = [&](Operation *op) { return tag(op, layer); };
     Value cur = v;
     Sharding s = have.sharding;
     bool replicated = false; // went through an op with a summing gradient
     if (have.partial) {
-      // Reduce-scatter straight onto a dimension the user wants split
-      // (along itself, not along a view of it).
-      int64_t onto = -1;
-      for (auto [d, a] : llvm::enumerate(want))
-        if (!a.empty() && s[d].empty() && isReplicated(s) &&
-            !parseDimSplit(a).viewed() &&
-            parseDimSplit(a).parts(meshSize) == meshSize &&
-            llvm::cast<RankedTensorType>(cur.getType()).getShape()[d] %
-                    meshSize ==
-                0)
-          onto = int64_t(d);
-      if (onto >= 0) {
-        s[onto] = want[onto];
-        auto type = llvm::cast<RankedTensorType>(cur.getType());
-        SmallVector<int64_t> shape(type.getShape());
-        shape[onto] /= meshSize;
-        cur = tagged(b.create<ReduceScatterOp>(
-            loc, RankedTensorType::get(shape, type.getElementType()), cur,
-            group, i64(onto), i64(meshSize)));
+      // A partial sum is completed once for all its users: reduce-scattered
+      // onto the split propagation decided for it, or else onto one this
+      // user wants (along a dimension itself, not a view of it), or
+      // all-reduced.
+      auto completed_ = completed.find(v);
+      if (completed_ != completed.end()) {
+        cur = completed_->second.first;
+        s = completed_->second.second;
+        b.setInsertionPointAfter(cur.getDefiningOp());
       } else {
-        cur = tagged(b.create<AllReduceOp>(loc, cur.getType(), cur, group));
+        auto scatterable = [&](const Sharding &target) {
+          int64_t onto = -1;
+          for (auto [d, a] : llvm::enumerate(target))
+            if (!a.empty() && s[d].empty() && isReplicated(s) &&
+                !parseDimSplit(a).viewed() &&
+                parseDimSplit(a).parts(meshSize) == meshSize &&
+                llvm::cast<RankedTensorType>(cur.getType()).getShape()[d] %
+                        meshSize ==
+                    0)
+              onto = int64_t(d);
+          return onto;
+        };
+        Sharding decided = global.lookup(v);
+        int64_t onto = decided.size() == s.size() ? scatterable(decided) : -1;
+        Sharding target = onto >= 0 ? decided : want;
+        if (onto < 0)
+          onto = scatterable(want);
+        if (onto >= 0) {
+          s[onto] = target[onto];
+          auto type = llvm::cast<RankedTensorType>(cur.getType());
+          SmallVector<int64_t> shape(type.getShape());
+          shape[onto] /= meshSize;
+          cur =
+              tag(b.create<ReduceScatterOp>(
+                      loc, RankedTensorType::get(shape, type.getElementType()),
+                      cur, group, i64(onto), i64(meshSize)),
+                  produced);
+        } else {
+          cur = tag(b.create<AllReduceOp>(loc, cur.getType(), cur, group),
+                    produced);
+        }
+        completed[v] = {cur, s};
       }
     }
     auto elem = llvm::cast<RankedTensorType>(cur.getType()).getElementType();
@@ -338,6 +365,21 @@ struct PartitionShardingPass
           localType(llvm::cast<RankedTensorType>(result.getType()), s));
       local[result] = Local{s, partial};
     }
+    // Repeated kv heads of which each member holds its query heads' share:
+    // fewer repeats (none left: the op is dropped after partitioning).
+    if (auto rep = dyn_cast<RepeatInterleaveOp>(op);
+        rep && !rule.results.empty()) {
+      int64_t axisDim = rep.getAxis() < 0
+                            ? rep.getAxis() + int64_t(rule.results[0].size())
+                            : rep.getAxis();
+      const ShardingRule::DimFactors &heads = rule.results[0][axisDim];
+      if (heads.size() == 2 && !axis[heads[1]].empty()) {
+        int64_t parts = parseDimSplit(axis[heads[1]]).parts(meshSize);
+        rep->setAttr("repeats",
+                     OpBuilder(op).getI64IntegerAttr(rep.getRepeats() / parts));
+        fewerRepeats.push_back(rep);
+      }
+    }
     auto emb = dyn_cast<EmbeddingOp>(op);
     if (emb && !axis[rule.operands[0][0].front()].empty()) {
       int64_t rows =
@@ -498,6 +540,12 @@ struct PartitionShardingPass
     }
     if (broken)
       return signalPassFailure();
+    // Repeats this pass reduced to one are the identity.
+    for (RepeatInterleaveOp rep : fewerRepeats)
+      if (rep.getRepeats() == 1) {
+        rep.getResult().replaceAllUsesWith(rep.getInput());
+        rep.erase();
+      }
     forward.setType(
         FunctionType::get(module.getContext(), {}, ret->getOperandTypes()));
   }

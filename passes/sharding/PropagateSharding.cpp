@@ -117,7 +117,17 @@ struct PropagateShardingPass
       reduces |= !a.empty() && rule.isReduction(int64_t(f));
     for (auto [i, v] : llvm::enumerate(op->getResults()))
       if (i < rule.results.size()) {
-        bool fresh = decide(v, shardingFrom(rule, rule.results[i], axis));
+        Sharding s = shardingFrom(rule, rule.results[i], axis);
+        // A dimension of several factors of which only the major has a part
+        // of the axis (kv heads repeated for their query heads) waits for
+        // its readers, which may split it over the whole axis.
+        bool pending = false;
+        for (auto [d, a] : llvm::enumerate(s))
+          pending |=
+              rule.results[i][d].size() >= 2 && parseDimSplit(a).major != 0;
+        if (pending)
+          continue;
+        bool fresh = decide(v, std::move(s));
         if (fresh && reduces)
           partial.insert(v);
         changed |= fresh;

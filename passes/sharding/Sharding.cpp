@@ -133,9 +133,14 @@ assignFactors(Operation *op, const ShardingRule &rule, int64_t meshSize,
           meshSize % size == 0 &&
           rule.factorSizes[dims[d][1]] % (meshSize / size) == 0) {
         int64_t g = dims[d][1];
-        if (!axis[f].empty() || !axis[g].empty() || taken(split.axis))
+        std::string major = split.axis + "/" + std::to_string(size);
+        // The major factor may have its part already (from the operand the
+        // repeated kv heads come from).
+        bool has = axis[f] == major;
+        if ((!axis[f].empty() && !has) || !axis[g].empty() ||
+            (!has && taken(split.axis)))
           continue;
-        axis[f] = split.axis + "/" + std::to_string(size);
+        axis[f] = major;
         axis[g] = split.axis + "%" + std::to_string(size);
         continue;
       }

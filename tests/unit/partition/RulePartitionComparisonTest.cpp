@@ -4,9 +4,11 @@
 // matcher (strata-shard-tensor-parallel). Before `strata compile` can hand
 // them to the per-op sharding rules instead (strata-propagate-sharding +
 // strata-partition-sharding), both must give every rank the same program.
-// For every preset shape the matcher handles (gpt, gpt with a padded
-// vocabulary, llama with kv heads replicated, split and tied), float32 and
-// bfloat16, tp 2 and 4, with and without sequence parallelism, this test
+// For every preset shape the matcher handles (gpt fused and unfused, gpt
+// with a padded vocabulary, mlp with a padded vocabulary and a head bias,
+// llama with one kv head, kv heads fewer than and as many as the ranks,
+// tied, unfused), float32 and bfloat16, tp 2 and 4, with and without
+// sequence parallelism (64 combinations), this test
 // compiles each rank both ways through the passes CompileCommand runs
 // before emission (partitioning, strata-mixed-precision, strata-autodiff,
 // strata-build-optimizer), and compares the printed modules; emission reads
@@ -90,6 +92,36 @@ const Preset kPresets[] = {
   kv_heads: 4
   layers: 2
   ffn_hidden: 24
+)"},
+    {"mlp vocab=37", R"(model:
+  family: mlp
+  vocab: 37
+  seq_len: 4
+  hidden: 8
+  layers: 2
+  ffn_hidden: 12
+  activation: relu
+)"},
+    {"gpt unfused", R"(model:
+  family: gpt
+  vocab: 64
+  seq_len: 8
+  hidden: 16
+  heads: 4
+  layers: 2
+  ffn_hidden: 24
+  attention: unfused
+)"},
+    {"llama kv_heads=2 unfused", R"(model:
+  family: llama
+  vocab: 64
+  seq_len: 8
+  hidden: 16
+  heads: 4
+  kv_heads: 2
+  layers: 2
+  ffn_hidden: 24
+  attention: unfused
 )"},
     {"llama kv_heads=2 tied", R"(model:
   family: llama
@@ -343,7 +375,7 @@ TEST_F(RulePartitionComparisonTest, PresetRankProgramsMatchTheMatcher) {
                     << "\n";
         }
     }
-  EXPECT_EQ(combinations, 40);
+  EXPECT_EQ(combinations, 64);
   // Every combination: the presets' rank programs are the same both ways.
   EXPECT_EQ(int(identical.size()), combinations);
 }
