@@ -13,15 +13,13 @@
 // before emission (partitioning, strata-mixed-precision, strata-autodiff,
 // strata-build-optimizer), and compares the printed modules; emission reads
 // nothing the two could differ in (strata.sharding is read by the sharding
-// passes only). The rules get the matcher's decisions as
-// seeds: each parameter the matcher splits along one of its own dimensions
-// is seeded split along it (with the matcher's view of it, strata.shard_view,
-// when the split is that view's major dimension; as a viewed split,
-// "tp@3x4x4:1", when it is another; padded where tp does not divide the
-// vocabulary; over a major part of the axis, "tp/2", where the matcher
-// cuts a group's kv heads out of a whole weight), and under sp the embeddings'
-// outputs are seeded split along the sequence; a parameter the matcher splits
-// through a view with padding cannot be seeded and is reported.
+// passes only). The rules get the matcher's decisions as seeds
+// (seedMegatronDecisions, as CompileCommand gives them): the parameters it
+// splits, by their own dimensions, a view of them (strata.shard_view, or
+// "tp@3x4x4:1" for GPT-2's fused QKV by heads), padded where tp does not
+// divide the vocabulary, or over a major part of the axis ("tp/2") where it
+// cuts a group's kv heads out of a whole weight; under sp the embeddings'
+// outputs split along the sequence.
 //
 // Every combination must be identical; the first differing line of any
 // that is not is printed. strata.sharding annotations (propagation's record,
@@ -35,6 +33,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
+#include "passes/sharding/MegatronSeeds.h"
 #include "passes/sharding/Sharding.h"
 
 #include <gtest/gtest.h>
@@ -161,17 +160,14 @@ protected:
   /// Runs `partition` (a pass pipeline) and the training-step passes on a
   /// clone; null when a pass fails.
   OwningOpRef<ModuleOp> compile(ModuleOp module, const std::string &partition,
-                                const std::function<void(ModuleOp)> &seed,
-                                bool trainingStep = true) {
+                                const std::function<void(ModuleOp)> &seed) {
     OwningOpRef<ModuleOp> clone = module.clone();
     if (seed)
       seed(*clone);
     PassManager pm(&context, ModuleOp::getOperationName());
     std::string pipeline =
-        trainingStep
-            ? partition + ",strata-mixed-precision,strata-autodiff{loss-scale="
-                          "1},strata-build-optimizer"
-            : partition;
+        partition + ",strata-mixed-precision,strata-autodiff{loss-scale=1},"
+                    "strata-build-optimizer";
     if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
       return nullptr;
     ScopedDiagnosticHandler quiet(&context,
@@ -193,99 +189,6 @@ std::string print(ModuleOp module) {
   llvm::raw_string_ostream os(text);
   module.print(os);
   return text;
-}
-
-std::vector<int64_t> i64s(Operation *op, StringRef name) {
-  auto attr = op->getAttrOfType<DenseI64ArrayAttr>(name);
-  if (!attr)
-    return {};
-  return {attr.asArrayRef().begin(), attr.asArrayRef().end()};
-}
-
-/// The matcher's parameter decisions as seeds (name -> sharding), and the
-/// names of those it splits in a way a sharding of the parameter's own
-/// dimensions cannot say.
-struct Seeds {
-  std::map<std::string, Sharding> params;
-  std::map<std::string, std::vector<int64_t>> views;
-  std::vector<std::string> inexpressible;
-};
-
-Seeds seedsFrom(ModuleOp matched) {
-  Seeds seeds;
-  matched.walk([&](ParamOp p) {
-    std::vector<int64_t> global = i64s(p, "strata.global_shape");
-    std::vector<int64_t> view = i64s(p, "strata.shard_view");
-    if (seeds.params.count(p.getName().str()))
-      return;
-    if (global.empty()) {
-      // A weight the matcher keeps whole and cuts a group's part of (kv
-      // heads fewer than the ranks): split over a major part of the axis.
-      auto type = cast<RankedTensorType>(p.getType());
-      for (Operation *user : p->getUsers()) {
-        auto rep = dyn_cast<ReplicateOp>(user);
-        if (!rep || !rep->hasOneUse())
-          continue;
-        Operation *next = *rep->getUsers().begin();
-        Sharding s(type.getRank());
-        if (auto slice = dyn_cast<SliceOp>(next)) {
-          int64_t axis = slice.getAxis();
-          s[axis] =
-              "tp/" + std::to_string(type.getShape()[axis] / slice.getSize());
-        } else if (auto mm = dyn_cast<MatmulOp>(next);
-                   mm && mm.getRhs() == rep.getResult()) {
-          s[mm.getTransposeB() ? 0 : 1] = "tp/1";
-        } else {
-          continue;
-        }
-        seeds.params[p.getName().str()] = s;
-        return;
-      }
-      return;
-    }
-    auto local = cast<RankedTensorType>(p.getType()).getShape();
-    // The view refines the global dimensions; the parameter is declared in
-    // the view's shape (or in the global one when they are the same). A
-    // global dimension split along one view dimension by an exact division
-    // is seeded split along it: plainly when that is the major one of its
-    // group, else as a viewed split ("tp@3x4x4:1").
-    bool seedable = local.size() == view.size();
-    Sharding s(global.size());
-    size_t v = 0;
-    for (auto [d, size] : llvm::enumerate(global)) {
-      int64_t product = 1;
-      size_t major = v;
-      int splits = 0;
-      for (; seedable && v < view.size() && product < size; ++v) {
-        product *= view[v];
-        if (local[v] == view[v])
-          continue;
-        ++splits;
-        // Split exactly, or padded (the vocabulary) when the view is the
-        // dimension itself.
-        if (view[v] % local[v] && view[v] != size)
-          seedable = false;
-        s[d] = v == major
-                   ? "tp"
-                   : viewedSplit("tp", ArrayRef<int64_t>(view).slice(major),
-                                 int64_t(v - major));
-      }
-      seedable &= product == size && splits <= 1;
-      if (seedable && !s[d].empty() && s[d] != "tp") {
-        // The view of this dimension is its group only.
-        std::vector<int64_t> group(view.begin() + major, view.begin() + v);
-        s[d] = viewedSplit("tp", group, parseDimSplit(s[d]).index);
-      }
-    }
-    if (!seedable || isReplicated(s)) {
-      seeds.inexpressible.push_back(p.getName().str());
-      return;
-    }
-    seeds.params[p.getName().str()] = s;
-    if (view != global)
-      seeds.views[p.getName().str()] = view;
-  });
-  return seeds;
 }
 
 /// The first line where `a` and `b` differ, both sides.
@@ -324,31 +227,15 @@ TEST_F(RulePartitionComparisonTest, PresetRankProgramsMatchTheMatcher) {
             OwningOpRef<ModuleOp> matched =
                 compile(*forward, matcherPass, nullptr);
             ASSERT_TRUE(matched) << config << ": the matcher fails";
-            // The matcher's decisions, read off its partitioned @forward.
-            OwningOpRef<ModuleOp> decided =
-                compile(*forward, matcherPass, nullptr, false);
-            ASSERT_TRUE(decided) << config;
-            Seeds seeds = seedsFrom(*decided);
             std::string rulesPass =
                 "strata-propagate-sharding{mesh-size=" + std::to_string(tp) +
                 "},strata-partition-sharding{mesh-size=" + std::to_string(tp) +
                 " rank=" + std::to_string(rank) + "}";
+            // The matcher's decisions as seeds, as CompileCommand gives them.
             OwningOpRef<ModuleOp> ruled =
                 compile(*forward, rulesPass, [&](ModuleOp m) {
-                  m.walk([&](Operation *op) {
-                    if (auto p = dyn_cast<ParamOp>(op)) {
-                      auto it = seeds.params.find(p.getName().str());
-                      if (it != seeds.params.end())
-                        writeShardings(op, {it->second});
-                      auto view = seeds.views.find(p.getName().str());
-                      if (view != seeds.views.end())
-                        op->setAttr("strata.shard_view",
-                                    DenseI64ArrayAttr::get(op->getContext(),
-                                                           view->second));
-                    } else if (sp && isa<EmbeddingOp>(op)) {
-                      writeShardings(op, {{"", "tp", ""}});
-                    }
-                  });
+                  ASSERT_TRUE(succeeded(seedMegatronDecisions(m, tp, rank, sp)))
+                      << config;
                 });
             if (!ruled) {
               same = false;
@@ -359,11 +246,6 @@ TEST_F(RulePartitionComparisonTest, PresetRankProgramsMatchTheMatcher) {
                 same = false;
                 why = firstDifference(a, b);
               }
-            }
-            if (!same && !seeds.inexpressible.empty()) {
-              why += "\n  not seedable:";
-              for (const std::string &name : seeds.inexpressible)
-                why += " " + name;
             }
           }
           ++combinations;
