@@ -24,6 +24,12 @@ struct ShardingRule {
   using TensorFactors = llvm::SmallVector<DimFactors>;
   llvm::SmallVector<int64_t> factorSizes;
   llvm::SmallVector<TensorFactors> operands, results;
+  /// Factors the op computes right when they are split with padding (a size
+  /// the mesh does not divide: each member holds ceil(size / n), the last
+  /// ones zeros past the end): a table's rows, a matmul's output features
+  /// (zero weight rows give zero outputs), a bias's features, a loss's
+  /// classes (masked).
+  llvm::SmallVector<int64_t> paddable;
 
   /// A factor of some operand that no result has: sharding it leaves
   /// partial sums.

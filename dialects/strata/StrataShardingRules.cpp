@@ -143,6 +143,7 @@ ShardingRule matmulRule(MatmulOp op) {
   out.push_back({n});
   b.rule.operands = {lhs, rhs};
   b.rule.results = {out};
+  b.rule.paddable = {n};
   return b.rule;
 }
 
@@ -157,6 +158,7 @@ ShardingRule embeddingRule(EmbeddingOp op) {
   out.push_back({h});
   b.rule.operands = {{{v}, {h}}, ids};
   b.rule.results = {out};
+  b.rule.paddable = {v};
   return b.rule;
 }
 
@@ -171,6 +173,8 @@ ShardingRule featureRule(Operation *op, bool featureWhole) {
   for (unsigned i = 1; i < op->getNumOperands(); ++i)
     b.rule.operands.push_back({t[last]});
   b.rule.results = {t};
+  if (!featureWhole) // a bias: padding features stay padding
+    b.rule.paddable = {t[last].front()};
   return b.rule;
 }
 
@@ -189,6 +193,14 @@ ShardingRule reshapeRule(ReshapeOp op) {
       continue;
     }
     if (remOut == 1) {
+      // A unit dimension inserted into an input dimension is a unit factor
+      // of it ([.., 4] -> [.., 1, 4]: one kv head), so a split of that one
+      // part can follow it.
+      if (out[j] == 1 && to[j].empty()) {
+        int64_t f = b.factor(1);
+        ti[i].push_back(f);
+        to[j].push_back(f);
+      }
       if (++j < out.size())
         remOut = out[j];
       continue;
@@ -262,6 +274,22 @@ ShardingRule causalAttentionRule(CausalAttentionOp op) {
   return b.rule;
 }
 
+/// logits [..., V], targets [...] -> loss []: the classes V are a factor of
+/// the logits only (a member holding classes [r, r + V/n) computes the loss
+/// as the vocabulary-parallel cross-entropy, whose result every member
+/// holds whole); the positions stay whole (the loss is their mean).
+ShardingRule crossEntropyRule(CrossEntropyOp op) {
+  RuleBuilder b;
+  ArrayRef<int64_t> logits = shapeOf(op.getLogits());
+  ShardingRule::TensorFactors l = RuleBuilder::whole(logits);
+  int64_t classes = b.factor(logits.back());
+  l.back().push_back(classes);
+  b.rule.operands = {l, RuleBuilder::whole(shapeOf(op.getTargets()))};
+  b.rule.results = {{}};
+  b.rule.paddable = {classes};
+  return b.rule;
+}
+
 /// Every dimension whole: the op runs replicated.
 ShardingRule wholeRule(Operation *op) {
   ShardingRule r;
@@ -293,6 +321,7 @@ ShardingRule ruleOf(Operation *op) {
         return elementwise(o, {l - 1, l});
       })
       .Case([](CausalAttentionOp o) { return causalAttentionRule(o); })
+      .Case([](CrossEntropyOp o) { return crossEntropyRule(o); })
       .Case([](ReshapeOp o) { return reshapeRule(o); })
       .Case([](TransposeOp o) { return transposeRule(o); })
       .Case([](RepeatInterleaveOp o) { return repeatInterleaveRule(o); })

@@ -16,6 +16,7 @@
 #include "mlir/Pass/Pass.h"
 #include "passes/Passes.h"
 #include "passes/sharding/Sharding.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace strata {
 #define GEN_PASS_DEF_STRATAPROPAGATESHARDING
@@ -36,9 +37,15 @@ struct PropagateShardingPass
 
   DenseMap<Value, Sharding> known;
 
+  /// Results of ops that split a reduction factor: partial sums, which
+  /// the partitioner may reduce onto whatever split their users want
+  /// (reduce_scatter) as well as whole (all_reduce), so their "whole" is
+  /// no decision for the ops that read them.
+  DenseSet<Value> partial;
+
   const Sharding *lookup(Value v) {
     auto it = known.find(v);
-    return it == known.end() ? nullptr : &it->second;
+    return it == known.end() || partial.contains(v) ? nullptr : &it->second;
   }
 
   static Sharding whole(Value v) {
@@ -96,16 +103,35 @@ struct PropagateShardingPass
       changed |= splitWeight(op, rule);
     SmallVector<std::string> axis =
         assignFactors(op, rule, meshSize, [&](Value v) { return lookup(v); });
-    auto isKnown = [&](Value v) { return known.count(v) != 0; };
+    auto isKnown = [&](Value v) {
+      return known.count(v) != 0 && !partial.contains(v);
+    };
     if (llvm::none_of(op->getOperands(), isKnown) &&
         llvm::none_of(op->getResults(), isKnown))
       return false; // nothing known around this op yet
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       if (i < rule.operands.size())
-        changed |= decide(v, shardingFrom(rule.operands[i], axis));
+        changed |= decide(v, shardingFrom(rule, rule.operands[i], axis));
+    bool reduces = false;
+    for (auto [f, a] : llvm::enumerate(axis))
+      reduces |= !a.empty() && rule.isReduction(int64_t(f));
     for (auto [i, v] : llvm::enumerate(op->getResults()))
-      if (i < rule.results.size())
-        changed |= decide(v, shardingFrom(rule.results[i], axis));
+      if (i < rule.results.size()) {
+        Sharding s = shardingFrom(rule, rule.results[i], axis);
+        // A dimension of several factors of which only the major has a part
+        // of the axis (kv heads repeated for their query heads) waits for
+        // its readers, which may split it over the whole axis.
+        bool pending = false;
+        for (auto [d, a] : llvm::enumerate(s))
+          pending |=
+              rule.results[i][d].size() >= 2 && parseDimSplit(a).major != 0;
+        if (pending)
+          continue;
+        bool fresh = decide(v, std::move(s));
+        if (fresh && reduces)
+          partial.insert(v);
+        changed |= fresh;
+      }
     return changed;
   }
 
@@ -135,8 +161,10 @@ struct PropagateShardingPass
                      "[[\"\", \"tp\"]]");
         return signalPassFailure();
       }
-      for (auto [v, s] : llvm::zip(op.getResults(), *seeds))
+      for (auto [v, s] : llvm::zip(op.getResults(), *seeds)) {
+        normalizeSharding(s, meshSize);
         known[v] = s;
+      }
     }
     for (Operation *op : ops)
       if (!isa<ParamOp, InputOp>(op) && !isa<ShardingRuleOpInterface>(op))

@@ -20,6 +20,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "passes/Passes.h"
+#include "passes/sharding/MegatronSeeds.h"
 #include "runtime/format/Bundle.h"
 #include "runtime/format/ProgramBuilder.h"
 #include "runtime/support/Error.h"
@@ -98,8 +99,12 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
        << " split-matmul-weights=true},strata-partition-sharding{mesh-size="
        << plan.tp << " rank=" << c.tp << "},";
   else if (plan.tp > 1)
-    os << "strata-shard-tensor-parallel{tp=" << plan.tp << " tp-rank=" << c.tp
-       << " sp=" << (plan.sp ? "true" : "false") << "},";
+    // The presets: Megatron-LM's decisions (seeded below), spread and
+    // materialised by the same rules; the rank programs are those of the
+    // Megatron block rewriting (RulePartitionComparisonTest).
+    os << "strata-propagate-sharding{mesh-size=" << plan.tp
+       << "},strata-partition-sharding{mesh-size=" << plan.tp
+       << " rank=" << c.tp << "},";
   if (!explicitGraph)
     stages();
   // Each replica's micro-batch loss is a mean over its rows; the seed makes
@@ -116,6 +121,9 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
   if (plan.dp > 1)
     os << ",strata-insert-gradient-reduction{zero=" << plan.zero
        << " bucket-bytes=" << plan.bucketBytes << "}";
+  if (plan.tp > 1 && !explicitGraph &&
+      failed(strata::seedMegatronDecisions(module, plan.tp, c.tp, plan.sp)))
+    return mlir::failure();
   mlir::PassManager pm(module->getContext(),
                        mlir::ModuleOp::getOperationName());
   if (failed(mlir::parsePassPipeline(os.str(), pm, llvm::errs())))

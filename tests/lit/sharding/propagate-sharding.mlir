@@ -34,4 +34,4 @@ module {
 // CHECK: strata.gelu {{.*}}strata.sharding = {{\[\[}}"", "", "tp"]]
 // CHECK: strata.matmul {{.*}}strata.sharding = {{\[\[}}"", "", ""]], strata.sharding_rule = "([i, j, k], [k, l]) -> ([i, j, l]) {i=2, j=4, k=32, l=8} reduction={k}"
 // CHECK: strata.layer_norm {{.*}}strata.sharding_rule = "([i, j, _], [_], [_]) -> ([i, j, _]) {i=2, j=4}"
-// CHECK: strata.cross_entropy {{.*}}strata.sharding_rule = "([_, _, _], [_, _]) -> ([])
+// CHECK: strata.cross_entropy {{.*}}strata.sharding_rule = "([_, _, i], [_, _]) -> ([]) {i=16} reduction={i}"

@@ -27,17 +27,17 @@ module {
   }
 }
 
-// The token ids enter as this member's sequence slice (no gradient, so no
-// replicate); the tables of sequence-split ops enter through replicate, so
+// The token ids enter as this member's sequence slice, cut where they are
+// used (no gradient, so no replicate); the tables of sequence-split ops enter through replicate, so
 // their gradients are summed over the shards.
 // CHECK: %[[T:.*]] = strata.input "tokens"
-// CHECK-NEXT: strata.slice %[[T]] {axis = 1 : i64, offset = 0 : i64, size = 2 : i64} : (tensor<2x4xi32>) -> tensor<2x2xi32>
 // CHECK: %[[E:.*]] = strata.param "embed.weight"
 // CHECK-NEXT: %[[ER:.*]] = strata.replicate %[[E]] {group = "tp"}
 // CHECK-NEXT: %[[G:.*]] = strata.param "ln.weight"
 // CHECK-NEXT: %[[GW:.*]] = strata.replicate %[[G]] {group = "tp"} : (tensor<8xf32>)
 // CHECK: strata.param "fc1.weight" {{.*}} : tensor<8x16xf32>
-// CHECK: %[[X:.*]] = strata.embedding %[[ER]], %{{.*}} -> tensor<2x2x8xf32>
+// CHECK: %[[TS:.*]] = strata.slice %[[T]] {axis = 1 : i64, offset = 0 : i64, size = 2 : i64} : (tensor<2x4xi32>) -> tensor<2x2xi32>
+// CHECK-NEXT: %[[X:.*]] = strata.embedding %[[ER]], %[[TS]] {{.*}} -> tensor<2x2x8xf32>
 // CHECK-NEXT: %[[N:.*]] = strata.rms_norm %[[X]], %[[GW]] {{.*}} -> tensor<2x2x8xf32>
 // CHECK-NEXT: %[[AG:.*]] = strata.all_gather %[[N]] {axis = 1 : i64, group = "tp", size = 2 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
 // CHECK-NEXT: strata.matmul %[[AG]], {{.*}} -> tensor<2x4x16xf32>

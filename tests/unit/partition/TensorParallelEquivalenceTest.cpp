@@ -474,11 +474,37 @@ TEST_F(TensorParallelTest, RuleShardedRanksComputeTheUnshardedStep) {
   std::vector<Case> cases = {
       {"mlp by rules", kMlpSpec, {{"fc1.weight", {"", "tp"}}}},
       {"gpt by rules", kGptSpec, {{"mlp.c_fc.weight", {"", "tp"}}}},
+      // The fused QKV projection split by heads: its features viewed as
+      // [3, heads, head_dim] split along the heads; the tied table by rows
+      // (50, padded under tp 4).
+      {"gpt heads and vocabulary by rules",
+       kGptSpec,
+       {{"wte.weight", {"tp", ""}},
+        {"attn.c_attn.weight", {"", "tp@3x4x4:1"}},
+        {"attn.c_attn.bias", {"tp@3x4x4:1"}},
+        {"mlp.c_fc.weight", {"", "tp"}}}},
       {"llama by rules",
        kLlamaTwoKvHeadsTiedSpec,
        {{"mlp.gate_proj.weight", {"tp", ""}},
         {"mlp.up_proj.weight", {"tp", ""}},
         {"self_attn.q_proj.weight", {"tp", ""}}}},
+      // Under tp 4, two kv heads: each pair of ranks cuts its kv head out
+      // of the whole weights ("tp/2": a major part of the axis).
+      {"llama kv heads over part of the axis by rules",
+       kLlamaTwoKvHeadsTiedSpec,
+       {{"mlp.gate_proj.weight", {"tp", ""}},
+        {"mlp.up_proj.weight", {"tp", ""}},
+        {"self_attn.q_proj.weight", {"tp", ""}},
+        {"self_attn.k_proj.weight", {"tp/2", ""}},
+        {"self_attn.v_proj.weight", {"tp/2", ""}}}},
+      // One kv head shared by every rank: a one-part split ("tp/1").
+      {"llama one kv head by rules",
+       kLlamaOneKvHeadSpec,
+       {{"mlp.gate_proj.weight", {"tp", ""}},
+        {"mlp.up_proj.weight", {"tp", ""}},
+        {"self_attn.q_proj.weight", {"tp", ""}},
+        {"self_attn.k_proj.weight", {"tp/1", ""}},
+        {"self_attn.v_proj.weight", {"tp/1", ""}}}},
   };
   for (const Case &c : cases) {
     OwningOpRef<ModuleOp> forward = importF64(c.spec);
