@@ -109,10 +109,12 @@ struct PartitionShardingPass
     StringAttr group = b.getStringAttr(axisGroup);
     auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
     // Completing a partial sum belongs to the layer that produced it; the
-    // other reconciling ops to their user's layer, except that a parameter
-    // or input shared by its users is no layer's. All take the user's
-    // pipeline stage (stages may be assigned first).
-    bool shared = def && isa<ParamOp, InputOp>(def) && !cut;
+    // other reconciling ops to their user's layer, except that an input
+    // shared by its users is no layer's. All take the user's
+    // pipeline stage (stages may be assigned first). A parameter's reshape or
+    // replicate takes its user's layer too, so that the stage holding the
+    // user reshapes the weight (and sums its gradient) itself.
+    bool shared = def && isa<InputOp>(def) && !cut;
     Attribute produced = def && !isa<ParamOp, InputOp>(def)
                              ? def->getAttr("strata.layer")
                              : Attribute();
@@ -478,6 +480,14 @@ struct PartitionShardingPass
     if (ArrayRef<int64_t>(box) != flat.getShape()) {
       b.setInsertionPointAfter(param);
       auto reshape = b.create<ReshapeOp>(param.getLoc(), flat, v);
+      // In its first layer-tagged user's layer, so that the pipeline stage
+      // using the weight reshapes it (and its gradient) itself.
+      for (Operation *user : v.getUsers())
+        if (user != reshape.getOperation())
+          if (Attribute layer = user->getAttr("strata.layer")) {
+            reshape->setAttr("strata.layer", layer);
+            break;
+          }
       v.replaceAllUsesExcept(reshape, reshape);
       local[reshape] = Local{s, false};
     }
