@@ -37,17 +37,27 @@ double inflightMicrobatches(const Plan &p, int64_t d) {
 }
 
 double heldBoundaryBuffers(const Plan &p, int64_t d) {
-  // The emitted schedule waits for its sends at the end of the step, and
-  // keeps each received input until then: at the peak (the last forward)
-  // every chunk that sends onward has sent all its micro-batches, and the
-  // finished ones have sent their gradients back and keep their inputs.
-  double m = double(p.numMicrobatches), v = double(p.vpp);
-  double chunks = p.schedule == Schedule::Interleaved ? v : 1.0;
-  double sending = chunks - (d == p.pp - 1 ? 1.0 : 0.0);
-  double receiving = chunks - (d == 0 ? 1.0 : 0.0);
-  double finished =
-      std::max(0.0, m * receiving - inflightMicrobatches(p, d) * chunks);
-  return sending * m + 2 * finished;
+  // The emitted schedule waits for its sends at the end of the step: at a
+  // device's peak (its last forward) every chunk that sends onward has sent
+  // all its micro-batches' activations, and each finished backward of a
+  // chunk that received its input has sent that input's gradient back (one
+  // buffer: strata-autodiff sums the gradient on the receiving stage). The
+  // received inputs are freed by their backward.
+  int64_t m = p.numMicrobatches;
+  int64_t v = p.schedule == Schedule::Interleaved ? p.vpp : 1;
+  double sending = double(v - (d == p.pp - 1 ? 1 : 0));
+  // Backward units done by the last forward, in Megatron's order: groups of
+  // pp micro-batches per chunk, from the device's last chunk to its first.
+  int64_t done =
+      m * v - int64_t(std::llround(inflightMicrobatches(p, d) * double(v)));
+  int64_t group = p.schedule == Schedule::Interleaved ? p.pp : m;
+  int64_t finished = 0;
+  for (int64_t k = 0; k < done; ++k) {
+    int64_t chunk = v - 1 - (k % (group * v)) / group;
+    if (chunk * p.pp + d > 0) // the model's first chunk receives nothing
+      ++finished;
+  }
+  return sending * double(m) + double(finished);
 }
 
 double pipelineMakespan(const std::vector<double> &t, int64_t m, int64_t v) {

@@ -69,8 +69,8 @@ struct StageCosts {
   double transientActivation = 0;
   double commBuffers = 0, reserved = 0;
   /// Strata's pipelined programs: one micro-batch's activation (or its
-  /// gradient) as a stage boundary sends it; the sends and the received
-  /// inputs are held until the step's end (heldBoundaryBuffers).
+  /// gradient) as a stage boundary sends it; the sends are held until the
+  /// step's end (heldBoundaryBuffers).
   double boundaryBuffer = 0;
   double memoryLimit = 0;
 
@@ -110,8 +110,8 @@ ParamBytes paramBytes(const ModelDesc &m, const Plan *p = nullptr,
 
 /// Micro-batches' worth of activations pipeline device `d` holds at its peak.
 double inflightMicrobatches(const Plan &plan, int64_t d);
-/// Stage-boundary buffers (sent activations and gradients, received inputs
-/// of finished micro-batches) a Strata pipelined program still holds on
+/// Stage-boundary buffers (sent activations, and the input gradients sent
+/// back by finished backwards) a Strata pipelined program still holds on
 /// device `d` at its peak.
 double heldBoundaryBuffers(const Plan &plan, int64_t d);
 

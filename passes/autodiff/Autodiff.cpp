@@ -142,11 +142,21 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
             continue;
           }
           // The sum is the gradient of `operand`: it lives where that value
-          // is defined.
+          // is defined, unless both addends come from one later pipeline
+          // stage (the users of a stage's input): then it is added there,
+          // so that the stage sends one gradient back, not its pieces.
           auto sum = b.create<AddOp>(op->getLoc(), acc, g);
-          if (Operation *def = operand.getDefiningOp())
+          Operation *home = operand.getDefiningOp();
+          Operation *accDef = acc.getDefiningOp();
+          auto stageOf = [](Operation *o) {
+            return o ? o->getAttr("strata.stage") : Attribute();
+          };
+          if (stageOf(op) && stageOf(op) == stageOf(accDef) &&
+              stageOf(op) != stageOf(home))
+            home = op;
+          if (home)
             for (StringRef attr : {"strata.layer", "strata.stage"})
-              if (Attribute a = def->getAttr(attr))
+              if (Attribute a = home->getAttr(attr))
                 sum->setAttr(attr, a);
           acc = sum;
         }

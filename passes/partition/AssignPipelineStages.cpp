@@ -101,7 +101,10 @@ struct AssignPipelineStagesPass
     // An op outside the layers that reads parameters only (a tensor-parallel
     // replicate or reshape of the final norm's weights) runs on the first
     // stage that uses it, so that its gradient is summed where the
-    // parameter's gradient is accumulated rather than sent to stage 0.
+    // parameter's gradient is accumulated rather than sent to stage 0. When
+    // one layer uses it (a layer's qkv weight reshaped, or cast to bf16), it
+    // belongs to that layer, so that full recomputation rebuilds it in the
+    // backward instead of keeping each micro-batch's copy.
     llvm::DenseSet<Operation *> paramOnly;
     for (Operation &op : body) {
       if (op.hasAttr("strata.layer") || isa<ParamOp, InputOp>(op) ||
@@ -122,6 +125,15 @@ struct AssignPipelineStagesPass
           first = std::min(first.value_or(s.getInt()), s.getInt());
       if (first)
         op.setAttr(kStage, b.getI64IntegerAttr(*first));
+      Attribute layer;
+      bool oneLayer = !op.use_empty();
+      for (Operation *user : op.getUsers()) {
+        Attribute l = user->getAttr("strata.layer");
+        oneLayer &= l && (!layer || l == layer);
+        layer = l;
+      }
+      if (oneLayer)
+        op.setAttr("strata.layer", layer);
     }
 
     declarePerStage(forward);

@@ -3,7 +3,9 @@
 // An op outside the layers that reads parameters only (here the reshape a
 // tensor-parallel shard view adds, and a replicate of the final norm's
 // weight) runs on the stage of its first user, not on stage 0: the last
-// stage reshapes its own weight and sums its own gradient.
+// stage reshapes its own weight and sums its own gradient. One that a single
+// layer uses (the reshape) belongs to that layer, so that full recomputation
+// rebuilds it; one that the head uses (the replicate) stays outside.
 
 module attributes {strata.training = {global_batch = 2 : i64, micro_batch = 2 : i64}} {
   func.func @forward() -> tensor<f32> {
@@ -30,5 +32,5 @@ module attributes {strata.training = {global_batch = 2 : i64, micro_batch = 2 : 
 // CHECK-NOT: strata.param "ln_f.weight" {strata.stage = 0 : i64}
 // CHECK: %[[W1:.*]] = strata.param "l1.weight" {strata.stage = 1 : i64}
 // CHECK: %[[G:.*]] = strata.param "ln_f.weight" {strata.stage = 1 : i64}
-// CHECK: strata.reshape %[[W1]] {strata.stage = 1 : i64}
+// CHECK: strata.reshape %[[W1]] {strata.layer = 1 : i64, strata.stage = 1 : i64}
 // CHECK: strata.replicate %[[G]] {group = "tp", strata.stage = 1 : i64}

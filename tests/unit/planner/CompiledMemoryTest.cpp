@@ -97,19 +97,22 @@ TEST(CompiledMemory, ZeroOneKeepsAGradientShard) {
 TEST(CompiledMemory, HeldPipelineBoundaryBuffers) {
   Plan p;
   p.pp = 4, p.numMicrobatches = 8, p.schedule = Schedule::OneFOneB;
-  // Every send of the 8 forwards; the finished micro-batches' inputs and
-  // sent gradients (8 - in flight, each twice).
+  // Every send of the 8 forwards; each finished backward of a stage that
+  // received its input sent one gradient back (8 - in flight).
   EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 0), 8);
-  EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 1), 8 + 2 * (8 - 3));
-  EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 3), 2 * (8 - 1));
+  EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 1), 8 + (8 - 3));
+  EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 3), 8 - 1);
   // Interleaved, 2 chunks: device 0 sends from both chunks and receives
-  // into one; device 1 sends from one and receives into both.
+  // into its second; device 1 sends from its first and receives into both.
+  // By the last forward, device 0 has done 8 - 5 backwards in Megatron's
+  // order (chunk 1 micro-batches 0 and 1, then chunk 0 micro-batch 0), two
+  // of which sent a gradient; device 1 has done 8 - 3, all of which did.
   p.pp = 2, p.vpp = 2, p.numMicrobatches = 4;
   p.schedule = Schedule::Interleaved;
   EXPECT_DOUBLE_EQ(inflightMicrobatches(p, 0), 2.5);
-  EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 0), 2 * 4);
+  EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 0), 2 * 4 + 2);
   EXPECT_DOUBLE_EQ(inflightMicrobatches(p, 1), 1.5);
-  EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 1), 4 + 2 * (2 * 4 - 3));
+  EXPECT_DOUBLE_EQ(heldBoundaryBuffers(p, 1), 4 + (2 * 4 - 3));
 }
 
 } // namespace
