@@ -11,6 +11,7 @@ Exits 77 (skipped) when strata was built without ONNX support.
 """
 
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -81,6 +82,23 @@ def mlp():
             proc.stdout)
 
 
+def example():
+    """examples/onnx: the export script, the sidecar beside it, compile, train."""
+    onnx = S.path("example", "mlp.onnx")
+    os.makedirs(os.path.dirname(onnx), exist_ok=True)
+    S.run(["/usr/bin/python3", os.path.join(S.root, "examples", "onnx", "export_mlp.py"),
+           "--out", onnx])
+    shutil.copy(os.path.join(S.root, "examples", "onnx", "mlp.yaml"), S.path("example"))
+    out = S.path("example", "mlp")
+    S.run([S.strata, "compile", onnx, "--cluster", "local:2", "--pin", "tp=2", "-o", out])
+    log = S.path("example", "log.jsonl")
+    S.run(["mpirun", "--oversubscribe", "-np", 2, out, "--steps", 20, "--log", log],
+          env=MPI_OVERSUBSCRIBE_ENV)
+    losses = [r["loss"] for r in read_log(log)]
+    S.check(len(losses) == 20 and sum(losses[-5:]) < sum(losses[:5]),
+            "the example trains 20 steps under tp=2 and its loss falls", f"{losses}")
+
+
 def onnx_supported():
     probe = S.run([S.strata, "import", os.path.join(S.dir, "probe.onnx")], expect_ok=False)
     return "built without ONNX support" not in probe.stderr
@@ -90,4 +108,5 @@ if not onnx_supported():
     print("SKIP: strata was built without ONNX support (libonnx-dev)")
     sys.exit(SKIP)
 S.case("an MLP exported from torch: one rank, dp, ZeRO, pp, tp against torch", mlp)
+S.case("examples/onnx: export, compile, train", example)
 S.finish()
