@@ -22,7 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "frontends/onnx/OnnxTensors.h"
+#include "frontends/onnx/OnnxImport.h"
 #include "frontends/yaml/GraphShapes.h"
 #include "frontends/yaml/GraphValidation.h"
 #include "frontends/yaml/ModelSpec.h"
@@ -57,15 +57,33 @@ struct Value {
 class Importer {
 public:
   Importer(std::string path, std::vector<Diagnostic> &diags,
-           const OnnxSidecar &side)
-      : path(std::move(path)), diags(diags), side(side) {}
+           const OnnxSidecar &side, bool forward = false,
+           const std::map<std::string, ConstTensor> *constInputs = nullptr)
+      : path(std::move(path)), diags(diags), side(side), forward(forward),
+        constInputs(constInputs) {}
 
   std::optional<ModelSpec> run(const onnx::ModelProto &model);
+  /// The initializer of each parameter (after run).
+  std::map<std::string, ConstTensor> paramValues() const {
+    std::map<std::string, ConstTensor> out;
+    for (const GraphParam &p : outParams)
+      out[p.name] = values.at(p.name).c;
+    return out;
+  }
 
 private:
   std::string path;
   std::vector<Diagnostic> &diags;
   const OnnxSidecar &side;
+  /// loadOnnxForward: inputs and outputs as they are, no loss.
+  bool forward;
+  const std::map<std::string, ConstTensor> *constInputs;
+  std::vector<GraphParam> outParams;
+
+public:
+  std::map<std::string, ConstTensor> constOutputs;
+
+private:
   Graph g;
   std::map<std::string, Value> values;
   /// Output of a graph Transpose -> (its input, permutation).
@@ -263,6 +281,8 @@ private:
   }
 
   bool importInputs(const onnx::GraphProto &graph);
+  bool importForwardInputs(const onnx::GraphProto &graph);
+  bool finishForward(const onnx::GraphProto &graph, ModelSpec &spec);
   bool importNode();
   bool foldConstNode(bool &handled);
   bool importBinary();
@@ -274,6 +294,50 @@ private:
 };
 
 std::string shapeStr(const std::vector<int64_t> &s) { return formatShape(s); }
+
+bool Importer::importForwardInputs(const onnx::GraphProto &graph) {
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    if (values.count(in.name()))
+      continue; // an initializer
+    if (constInputs && constInputs->count(in.name())) {
+      setConst(in.name(), constInputs->at(in.name()));
+      continue;
+    }
+    const onnx::TypeProto::Tensor &tt = in.type().tensor_type();
+    GraphTensor t;
+    t.name = in.name();
+    t.loc = SourceLoc{path, 0, 0};
+    switch (tt.elem_type()) {
+    case onnx::TensorProto::FLOAT:
+      t.dtype = DType::F32;
+      break;
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT32:
+      t.dtype = DType::I32;
+      break;
+    default:
+      error("graph input '" + in.name() + "' has element type " +
+            onnx::TensorProto::DataType_Name(
+                (onnx::TensorProto::DataType)tt.elem_type()) +
+            "; Strata takes float32 and integer inputs");
+      return false;
+    }
+    for (const onnx::TensorShapeProto::Dimension &d : tt.shape().dim()) {
+      if (!d.has_dim_value()) {
+        error("graph input '" + in.name() + "' has a dynamic dim ('" +
+              d.dim_param() + "'); Strata needs static shapes");
+        return false;
+      }
+      t.shape.push_back(d.dim_value());
+    }
+    g.inputs.push_back(t);
+    Value v;
+    v.name = t.name;
+    v.type = TensorType{t.shape, t.dtype};
+    values[t.name] = v;
+  }
+  return true;
+}
 
 bool Importer::importInputs(const onnx::GraphProto &graph) {
   std::set<std::string> inits;
@@ -289,6 +353,8 @@ bool Importer::importInputs(const onnx::GraphProto &graph) {
     inits.insert(t.name());
     values[t.name()] = std::move(v);
   }
+  if (forward)
+    return importForwardInputs(graph);
   std::vector<const onnx::ValueInfoProto *> real;
   for (const onnx::ValueInfoProto &in : graph.input())
     if (!inits.count(in.name()))
@@ -867,6 +933,32 @@ bool Importer::importNode() {
       "' is not supported by Strata's ONNX import; supported: " + kSupported);
 }
 
+/// Forward mode: the ONNX outputs are the graph's outputs.
+bool Importer::finishForward(const onnx::GraphProto &graph, ModelSpec &spec) {
+  for (const onnx::ValueInfoProto &out : graph.output()) {
+    auto it = values.find(out.name());
+    if (it == values.end()) {
+      error("graph output '" + out.name() + "' is not computed by any node");
+      return false;
+    }
+    if (it->second.isConst)
+      constOutputs[out.name()] = it->second.c;
+    else
+      g.outputs.push_back(it->second.name);
+  }
+  for (const GraphTensor &in : g.inputs)
+    g.values[in.name] = TensorType{in.shape, in.dtype};
+  for (const GraphParam &p : g.params)
+    g.values[p.name] = TensorType{p.shape, p.dtype};
+  for (const GraphOp &op : g.ops)
+    for (size_t i = 0; i < op.outputs.size(); ++i)
+      g.values[op.outputs[i]] = op.outputTypes[i];
+  g.loc = SourceLoc{path, 0, 0};
+  outParams = g.params;
+  spec.graph = std::move(g);
+  return true;
+}
+
 /// Drops ops and params the logits do not depend on (folded shape
 /// subgraphs, transposes MatMul read through), then appends the loss.
 bool Importer::finish(ModelSpec &spec) {
@@ -963,11 +1055,46 @@ std::optional<ModelSpec> Importer::run(const onnx::ModelProto &model) {
   spec.family = "graph";
   spec.batch = side.batch;
   spec.training = side.training;
+  if (forward)
+    return finishForward(graph, spec) ? std::optional<ModelSpec>(spec)
+                                      : std::nullopt;
   if (!finish(spec))
     return std::nullopt;
   if (!validateGraph(spec.graph, path, diags))
     return std::nullopt;
   return spec;
+}
+
+} // namespace
+
+namespace {
+
+bool readModelProto(const std::string &path, std::vector<Diagnostic> &diags,
+                    onnx::ModelProto &model) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
+                               std::string("cannot open the ONNX model: ") +
+                                   std::strerror(errno)});
+    return false;
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > kMaxOnnxBytes) {
+    diags.push_back(Diagnostic{
+        SourceLoc{path, 0, 0},
+        S_ISREG(st.st_mode) ? "the file is larger than 2 GiB; expected an "
+                              "ONNX model with its weights inside"
+                            : "is not a regular file; expected an ONNX "
+                              "model file"});
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in || !model.ParseFromIstream(&in)) {
+    diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
+                               "cannot parse the file as an ONNX "
+                               "ModelProto (is it an .onnx model?)"});
+    return false;
+  }
+  return true;
 }
 
 } // namespace
@@ -981,38 +1108,38 @@ std::optional<ModelSpec> loadOnnxModel(const std::string &path,
                                "graph is built for its own sequence length"});
     return std::nullopt;
   }
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
-                               std::string("cannot open the ONNX model: ") +
-                                   std::strerror(errno)});
-    return std::nullopt;
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size > kMaxOnnxBytes) {
-    diags.push_back(Diagnostic{
-        SourceLoc{path, 0, 0},
-        S_ISREG(st.st_mode) ? "the file is larger than 2 GiB; expected an "
-                              "ONNX model with its weights inside"
-                            : "is not a regular file; expected an ONNX "
-                              "model file"});
-    return std::nullopt;
-  }
   std::optional<OnnxSidecar> side = loadOnnxSidecar(path, diags, options);
   if (!side)
     return std::nullopt;
   onnx::ModelProto model;
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (!in || !model.ParseFromIstream(&in)) {
-      diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
-                                 "cannot parse the file as an ONNX "
-                                 "ModelProto (is it an .onnx model?)"});
-      return std::nullopt;
-    }
-  }
+  if (!readModelProto(path, diags, model))
+    return std::nullopt;
   try {
     Importer importer(path, diags, *side);
     return importer.run(model);
+  } catch (const std::exception &e) {
+    diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
+                               std::string("cannot import: ") + e.what()});
+  }
+  return std::nullopt;
+}
+
+std::optional<ModelSpec>
+loadOnnxForward(const std::string &path, std::vector<Diagnostic> &diags,
+                OnnxForwardExtras &extras,
+                const std::map<std::string, ConstTensor> &constInputs) {
+  onnx::ModelProto model;
+  if (!readModelProto(path, diags, model))
+    return std::nullopt;
+  OnnxSidecar none;
+  try {
+    Importer importer(path, diags, none, /*forward=*/true, &constInputs);
+    std::optional<ModelSpec> spec = importer.run(model);
+    if (spec) {
+      extras.paramValues = importer.paramValues();
+      extras.constOutputs = importer.constOutputs;
+    }
+    return spec;
   } catch (const std::exception &e) {
     diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
                                std::string("cannot import: ") + e.what()});
