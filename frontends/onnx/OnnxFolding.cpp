@@ -86,7 +86,43 @@ bool Importer::foldConstNode(bool &handled) {
     return values[node->input(i)].c;
   };
   if (op == "Identity") {
-    setConst(out, in(0));
+    // torch.onnx.export shares one initializer among parameters with equal
+    // initial values (zero biases, unit norms) and names the others by an
+    // Identity of it: each name stays a parameter of its own.
+    Value v = values[node->input(0)];
+    v.name = out;
+    values[out] = v;
+  } else if (op == "Not") {
+    ConstTensor c = in(0);
+    for (double &d : c.data)
+      d = d == 0.0 ? 1.0 : 0.0;
+    setConst(out, c);
+  } else if (op == "Range") {
+    double start = in(0).data.at(0), limit = in(1).data.at(0),
+           delta = in(2).data.at(0);
+    if (delta == 0)
+      return nodeError("Range with delta 0");
+    ConstTensor c;
+    c.isFloat = in(0).isFloat;
+    for (double v = start; delta > 0 ? v < limit : v > limit; v += delta)
+      c.data.push_back(v);
+    c.shape = {(int64_t)c.data.size()};
+    setConst(out, c);
+  } else if (op == "Trilu") {
+    ConstTensor c = in(0);
+    int64_t k = hasInput(1) ? (int64_t)in(1).data.at(0) : 0;
+    bool upper = intAttr("upper", 1) != 0;
+    size_t r = c.shape.size();
+    if (r < 2)
+      return nodeError("Trilu needs a rank >= 2 input");
+    int64_t rows = c.shape[r - 2], cols = c.shape[r - 1];
+    for (size_t idx = 0; idx < c.data.size(); ++idx) {
+      int64_t i = (idx / cols) % rows, j = idx % cols;
+      bool keep = upper ? j - i >= k : j - i <= k;
+      if (!keep)
+        c.data[idx] = 0;
+    }
+    setConst(out, c);
   } else if (op == "Cast") {
     ConstTensor c = in(0);
     int64_t to = intAttr("to", onnx::TensorProto::FLOAT);

@@ -279,6 +279,7 @@ std::optional<ModelSpec> Importer::run(const onnx::ModelProto &model) {
   const onnx::GraphProto &graph = model.graph();
   if (!importInputs(graph))
     return std::nullopt;
+  findPatterns(graph);
   for (const onnx::NodeProto &n : graph.node()) {
     node = &n;
     if (!importNode())

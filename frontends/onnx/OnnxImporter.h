@@ -70,6 +70,28 @@ private:
   const onnx::NodeProto *node = nullptr; // the node being imported
   int fresh = 0;
 
+  // --- patterns (OnnxPatterns.cpp) --------------------------------------
+  /// A value the importer holds in a form only some consumers take: the
+  /// causal-masked scores (taken by Softmax), position embeddings (taken by
+  /// Unsqueeze(0) and Add). `held` is the strata value standing for it.
+  struct Deferred {
+    std::string kind, held, what, use;
+  };
+  std::map<std::string, Deferred> deferred;
+  /// GELU's tanh approximation as torch exports it: the nodes folded into
+  /// the final Mul, and that Mul's input x and constants to check.
+  struct GeluMatch {
+    std::string x;
+    std::vector<std::pair<std::string, double>> constants;
+  };
+  std::set<const onnx::NodeProto *> skipped;
+  std::map<const onnx::NodeProto *, GeluMatch> geluAt;
+  bool positionsAdded = false;
+
+  void findPatterns(const onnx::GraphProto &graph);
+  /// Handles `node` if it belongs to a pattern; sets `handled`.
+  bool importPattern(bool &handled);
+
   void error(const std::string &message) {
     diags.push_back(Diagnostic{SourceLoc{path, 0, 0}, message});
   }
@@ -114,6 +136,12 @@ private:
   const Value *input(int i) {
     if (!hasInput(i)) {
       nodeError("input " + std::to_string(i) + " is missing");
+      return nullptr;
+    }
+    auto d = deferred.find(node->input(i));
+    if (d != deferred.end()) {
+      nodeError("input '" + node->input(i) + "' is " + d->second.what +
+                "; Strata imports it only as " + d->second.use);
       return nullptr;
     }
     auto it = values.find(node->input(i));

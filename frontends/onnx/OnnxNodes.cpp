@@ -154,6 +154,10 @@ bool Importer::importNode() {
   if (node->output_size() == 0)
     return nodeError("the node has no outputs");
   bool handled = false;
+  if (!importPattern(handled))
+    return false;
+  if (handled)
+    return true;
   if (!foldConstNode(handled))
     return false;
   if (handled)

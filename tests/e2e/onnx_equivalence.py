@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """ONNX models exported from PyTorch 1.13 are imported, planned, compiled and
-trained: an MLP language model (tests/reference/onnx_models.py) exported with
-torch.onnx.export is compiled by `strata compile model.onnx` for one rank,
-dp=2, dp=2 with ZeRO-1/2/3, pp=2, tp=2 and tp=2 x dp=2, and trained 10 steps
-from the exported weights (--init) on one token file; every step's loss and
-grad_norm must be within 1e-4 relative of the same nn.Module trained by
-PyTorch. `strata plan` chooses a plan for it unpinned.
+trained: an MLP language model and a GPT-2 (tests/reference/onnx_models.py)
+exported with torch.onnx.export are compiled by `strata compile model.onnx`
+(MLP: one rank, dp=2, dp=2 with ZeRO-1/2/3, pp=2, tp=2, tp=2 x dp=2; GPT-2:
+one rank, dp=2, ZeRO-3, pp=2, tp=2) and trained 10 steps from the exported
+weights (--init) on one token file; every step's loss and grad_norm must be
+within 1e-4 relative of the same nn.Module trained by PyTorch. `strata plan`
+chooses a plan for the MLP unpinned; examples/onnx exports, compiles and
+trains.
 
 Exits 77 (skipped) when strata was built without ONNX support.
 """
@@ -99,6 +101,25 @@ def example():
             "the example trains 20 steps under tp=2 and its loss falls", f"{losses}")
 
 
+def gpt():
+    """GPT-2 (models.GPT, HF semantics) exported at opset 17: GELU's tanh
+    form, the causal masked_fill and the position embeddings are imported as
+    strata.gelu, a causal softmax and embedding(wpe, positions)."""
+    onnx, data, ref = export("gpt", '{"global_batch": 8, "optimizer": {"kind": "adamw", '
+                                    '"lr": 0.001}}')
+    imported = S.run([S.strata, "import", onnx]).stdout
+    S.check("strata.gelu" in imported and "causal = true" in imported and
+            'strata.input "positions"' in imported and
+            'strata.param "ln_f.bias"' in imported and "strata.transpose %" in imported,
+            "GELU, the causal mask and positions are recognised; parameters the exporter "
+            "deduplicated keep their own names", imported[:3000])
+    train("gpt1", onnx, 1, {}, data, ref)
+    train("gpt-dp2", onnx, 2, {"dp": 2}, data, ref)
+    train("gpt-dp2-zero3", onnx, 2, {"dp": 2, "zero": 3}, data, ref)
+    train("gpt-pp2", onnx, 2, {"pp": 2}, data, ref)
+    train("gpt-tp2", onnx, 2, {"tp": 2}, data, ref)
+
+
 def onnx_supported():
     probe = S.run([S.strata, "import", os.path.join(S.dir, "probe.onnx")], expect_ok=False)
     return "built without ONNX support" not in probe.stderr
@@ -108,5 +129,6 @@ if not onnx_supported():
     print("SKIP: strata was built without ONNX support (libonnx-dev)")
     sys.exit(SKIP)
 S.case("an MLP exported from torch: one rank, dp, ZeRO, pp, tp against torch", mlp)
+S.case("GPT-2 exported from torch: one rank, dp, ZeRO-3, pp, tp against torch", gpt)
 S.case("examples/onnx: export, compile, train", example)
 S.finish()

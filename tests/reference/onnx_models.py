@@ -16,6 +16,8 @@ JSON record per step.
 
 Models (token ids [B, S] -> logits [B, S, V]):
   mlp: embed -> x + fc2(relu(fc1(x))) -> head (nn.Linear layout [out, in]).
+  gpt: models.GPT (GPT-2: learned positions, pre-LN blocks, causal
+       attention, GELU tanh, tied head), 2 layers, width 32, opset 17.
 """
 
 import argparse
@@ -30,6 +32,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_inputs  # noqa: E402
+import models  # noqa: E402
 import safetensors_io  # noqa: E402
 import train as reference  # noqa: E402
 from spec import _training  # noqa: E402
@@ -53,18 +56,35 @@ class MlpLM(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.vocab), targets.reshape(-1))
 
 
-MODELS = {"mlp": (MlpLM, 13)}
+class GptLM(models.GPT):
+    """models.GPT (HF GPT2LMHeadModel semantics), vocab 128, 16 tokens,
+    width 32, 4 heads, 2 layers, with HF's init; exported as ids -> logits."""
+
+    def __init__(self):
+        super().__init__(128, 16, 32, 4, 2)
+        self.vocab, self.seq_len = 128, 16
+
+    def export_forward(self, tokens):
+        return self.logits(tokens)
+
+
+MODELS = {"mlp": (MlpLM, 13), "gpt": (GptLM, 17)}
 
 
 def build(name, seed):
     cls, opset = MODELS[name]
     torch.manual_seed(seed)
-    return cls(), opset
+    model = cls()
+    if name == "gpt":
+        models.init_weights(model, seed)
+    return model, opset
 
 
 def export(args):
     model, opset = build(args.model, args.seed)
     model.eval()
+    if hasattr(model, "export_forward"):
+        model.forward = model.export_forward  # ids -> logits, no loss
     tokens = torch.zeros(2, model.seq_len, dtype=torch.long)
     torch.onnx.export(model, (tokens,), args.out, input_names=["tokens"],
                       output_names=["logits"],
