@@ -295,6 +295,13 @@ private:
   bool importGemm();
   bool importReshapeLike();
   bool importSplit();
+  bool importPow();
+  bool importExpand();
+  bool importSlice();
+  /// `x` broadcast to `shape` (reshape to the rank, then copies
+  /// concatenated along each size-1 dim); an error names the node.
+  std::optional<std::string> broadcastTo(const std::string &x,
+                                         const std::vector<int64_t> &shape);
   bool finish(ModelSpec &spec);
 };
 

@@ -8,7 +8,60 @@
 
 #include "frontends/onnx/OnnxImporter.h"
 
+#include <algorithm>
+
 namespace strata::frontend::onnx_import {
+
+/// Numpy broadcasting of two shapes; nullopt if they do not broadcast.
+static std::optional<std::vector<int64_t>>
+broadcastShapes(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+  size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::optional<std::string>
+Importer::broadcastTo(const std::string &x, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s = typeOf(x).shape;
+  if (s == shape)
+    return x;
+  if (s.size() > shape.size()) {
+    nodeError("cannot broadcast " + shapeStr(s) + " to " + shapeStr(shape));
+    return std::nullopt;
+  }
+  std::string cur = x;
+  if (s.size() < shape.size()) {
+    s.insert(s.begin(), shape.size() - s.size(), 1);
+    auto r = emitTmp("reshape", {cur}, {{"shape", s}});
+    if (!r)
+      return std::nullopt;
+    cur = *r;
+  }
+  // Each broadcast dim: that many copies concatenated (exact, like Expand).
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (s[i] == shape[i])
+      continue;
+    if (s[i] != 1 || shape[i] > 4096) {
+      nodeError("cannot broadcast " + shapeStr(typeOf(x).shape) + " to " +
+                shapeStr(shape) + " (at most 4096 copies per dim)");
+      return std::nullopt;
+    }
+    auto r = emitTmp("concat", std::vector<std::string>(shape[i], cur),
+                     {{"axis", (int64_t)i}});
+    if (!r)
+      return std::nullopt;
+    cur = *r;
+    s[i] = shape[i];
+  }
+  return cur;
+}
 
 bool Importer::importBinary() {
   const std::string &op = node->op_type();
@@ -53,10 +106,167 @@ bool Importer::importBinary() {
         ty.shape.back() == tx.shape[0])
       return emit1("bias_add", {*y, *x});
   }
-  return nodeError("broadcasting " + op + " of shapes " + shapeStr(tx.shape) +
-                   " and " + shapeStr(ty.shape) +
-                   " is not supported (equal shapes, a bias [N] added to "
-                   "[..., N], or a constant scalar factor are)");
+  // Other broadcasting: both operands expanded to the result's shape.
+  auto shape = broadcastShapes(tx.shape, ty.shape);
+  if (!shape)
+    return nodeError("shapes " + shapeStr(tx.shape) + " and " +
+                     shapeStr(ty.shape) + " do not broadcast");
+  // Add / Sub of an operand that is 1 in its leading dims (a parameter
+  // added to every row): the trailing dims flattened into one bias, so the
+  // ops do not depend on the batch size.
+  if (op != "Mul" && (tx.shape == *shape) != (ty.shape == *shape)) {
+    bool smallIsY = tx.shape == *shape;
+    std::string big = smallIsY ? *x : *y, small = smallIsY ? *y : *x;
+    std::vector<int64_t> s = typeOf(small).shape;
+    s.insert(s.begin(), shape->size() - s.size(), 1);
+    size_t k = 0;
+    while (k < s.size() && s[k] == 1)
+      ++k;
+    k = std::min(k, s.size() - 1); // all ones: a bias over the last dim
+    if (k > 0) {
+      std::vector<int64_t> trailing(shape->begin() + k, shape->end());
+      int64_t n = 1;
+      for (int64_t d : trailing)
+        n *= d;
+      std::vector<int64_t> flat(shape->begin(), shape->begin() + k);
+      flat.push_back(n);
+      auto st =
+          emitTmp("reshape", {small},
+                  {{"shape", std::vector<int64_t>(s.begin() + k, s.end())}});
+      auto sb = st ? broadcastTo(*st, trailing) : std::nullopt;
+      auto bias =
+          sb ? emitTmp("reshape", {*sb}, {{"shape", std::vector<int64_t>{n}}})
+             : std::nullopt;
+      auto rows =
+          bias ? emitTmp("reshape", {big}, {{"shape", flat}}) : std::nullopt;
+      if (!rows)
+        return false;
+      // x - y: the negated operand is y, whichever of them is the bias.
+      if (op == "Sub") {
+        auto neg =
+            emitTmp("scale", {smallIsY ? *bias : *rows}, {{"factor", -1.0}});
+        if (!neg)
+          return false;
+        (smallIsY ? bias : rows) = neg;
+      }
+      auto sum = emitTmp("bias_add", {*rows, *bias});
+      return sum && emit1("reshape", {*sum}, {{"shape", *shape}});
+    }
+  }
+  auto bx = broadcastTo(*x, *shape);
+  auto by = bx ? broadcastTo(*y, *shape) : std::nullopt;
+  if (!by)
+    return false;
+  if (op == "Sub") {
+    auto neg = emitTmp("scale", {*by}, {{"factor", -1.0}});
+    return neg && emit1("add", {*bx, *neg});
+  }
+  return emit1(op == "Add" ? "add" : "mul", {*bx, *by});
+}
+
+/// Pow by a constant exponent 1, 2 or 3: products (exact to rounding).
+bool Importer::importPow() {
+  const Value *e = input(1);
+  if (!e)
+    return false;
+  if (!e->isConst || e->c.numElements() != 1)
+    return nodeError("Pow needs a constant scalar exponent");
+  double n = e->c.data[0];
+  auto x = graphInput(0);
+  if (!x)
+    return false;
+  if (n == 1.0) {
+    alias(node->output(0), values[node->input(0)]);
+    return true;
+  }
+  if (n == 2.0)
+    return emit1("mul", {*x, *x});
+  if (n == 3.0) {
+    auto sq = emitTmp("mul", {*x, *x});
+    return sq && emit1("mul", {*sq, *x});
+  }
+  return nodeError("Pow with exponent " + std::to_string(n) +
+                   " is not supported (exponents 1, 2 and 3 are)");
+}
+
+/// Expand of a graph value: copies concatenated along each broadcast dim.
+bool Importer::importExpand() {
+  auto x = graphInput(0);
+  const ConstTensor *s = x ? constInput(1, "the target shape") : nullptr;
+  if (!s)
+    return false;
+  auto shape = broadcastShapes(typeOf(*x).shape, s->ints());
+  if (!shape)
+    return nodeError("shape " + shapeStr(typeOf(*x).shape) +
+                     " does not broadcast to " + shapeStr(s->ints()));
+  auto out = broadcastTo(*x, *shape);
+  if (!out)
+    return false;
+  alias(node->output(0), values[*out]);
+  return true;
+}
+
+static int64_t gcd(int64_t a, int64_t b) { return b == 0 ? a : gcd(b, a % b); }
+
+/// Slice of a graph value with step 1: an equal split at the gcd of the
+/// bounds and the dim, and the parts in range concatenated.
+bool Importer::importSlice() {
+  auto x = graphInput(0);
+  if (!x)
+    return false;
+  const ConstTensor *starts = constInput(1, "starts");
+  const ConstTensor *ends = starts ? constInput(2, "ends") : nullptr;
+  if (!ends)
+    return false;
+  std::vector<int64_t> st = starts->ints(), en = ends->ints(), axes, steps;
+  for (size_t i = 0; i < st.size(); ++i)
+    axes.push_back(i);
+  if (hasInput(3)) {
+    const ConstTensor *a = constInput(3, "axes");
+    if (!a)
+      return false;
+    axes = a->ints();
+  }
+  steps.assign(st.size(), 1);
+  if (hasInput(4)) {
+    const ConstTensor *a = constInput(4, "steps");
+    if (!a)
+      return false;
+    steps = a->ints();
+  }
+  std::string cur = *x;
+  for (size_t k = 0; k < st.size(); ++k) {
+    std::vector<int64_t> shape = typeOf(cur).shape;
+    int64_t axis = axes[k];
+    if (!normAxis(axis, shape.size()))
+      return false;
+    if (steps[k] != 1)
+      return nodeError("Slice with a step other than 1 is not supported");
+    int64_t dim = shape[axis];
+    int64_t b = st[k] < 0 ? st[k] + dim : st[k];
+    int64_t e = en[k] < 0 ? en[k] + dim : en[k];
+    b = std::clamp<int64_t>(b, 0, dim), e = std::clamp<int64_t>(e, 0, dim);
+    if (e <= b)
+      return nodeError("an empty Slice is not supported");
+    if (b == 0 && e == dim)
+      continue;
+    int64_t g = gcd(b, gcd(e, dim));
+    auto parts = emit("split", {cur}, {{"axis", axis}, {"num", dim / g}}, {});
+    if (!parts)
+      return false;
+    std::vector<std::string> keep(parts->begin() + b / g,
+                                  parts->begin() + e / g);
+    if (keep.size() == 1) {
+      cur = keep[0];
+      continue;
+    }
+    auto joined = emitTmp("concat", keep, {{"axis", axis}});
+    if (!joined)
+      return false;
+    cur = *joined;
+  }
+  alias(node->output(0), values[cur]);
+  return true;
 }
 
 bool Importer::importMatMul() {
@@ -101,15 +311,25 @@ bool Importer::importGemm() {
     if (!y)
       return false;
   }
-  if (beta != 1.0)
-    return nodeError("Gemm with beta != 1 is not supported");
   auto c = graphInput(2);
   if (!c)
     return false;
-  if (typeOf(*c).shape.size() != 1)
-    return nodeError("Gemm's C must be a bias [N]; got " +
-                     shapeStr(typeOf(*c).shape));
-  return emit1("bias_add", {*y, *c});
+  if (beta != 1.0) {
+    c = emitTmp("scale", {*c}, {{"factor", beta}});
+    if (!c)
+      return false;
+  }
+  std::vector<int64_t> cs = typeOf(*c).shape, ys = typeOf(*y).shape;
+  if (cs.size() == 2 && cs[0] == 1) {
+    c = emitTmp("reshape", {*c}, {{"shape", std::vector<int64_t>{cs[1]}}});
+    if (!c)
+      return false;
+    cs = {cs[1]};
+  }
+  if (cs.size() == 1 && cs[0] == ys.back() && cs[0] != 1)
+    return emit1("bias_add", {*y, *c});
+  auto bc = broadcastTo(*c, ys);
+  return bc && emit1("add", {*y, *bc});
 }
 
 bool Importer::importSplit() {
@@ -140,9 +360,10 @@ bool Importer::importSplit() {
 }
 
 static const char *kSupported =
-    "MatMul, Gemm, Add, Sub, Mul, Div (by a constant), Relu, Softmax, "
-    "LayerNormalization, Reshape, Flatten, Transpose, Split, Concat, Gather "
-    "(embedding), Unsqueeze, Squeeze, Cast, Identity, Constant, and shape "
+    "MatMul, Gemm, Add, Sub, Mul, Div (by a constant), Pow (by 1, 2 or 3), "
+    "Relu, Softmax, LayerNormalization, Reshape, Flatten, Transpose, Split, "
+    "Slice, Concat, Expand, Gather (embedding), Unsqueeze, Squeeze, Cast, "
+    "Identity, Constant, and shape "
     "arithmetic on constants (Shape, Gather, Concat, Slice, Expand, "
     "ConstantOfShape, Equal, Pow)";
 
@@ -192,6 +413,12 @@ bool Importer::importNode() {
     return importReshapeLike();
   if (op == "Split")
     return importSplit();
+  if (op == "Pow")
+    return importPow();
+  if (op == "Expand")
+    return importExpand();
+  if (op == "Slice")
+    return importSlice();
   if (op == "Relu") {
     auto x = graphInput(0);
     return x && emit1("relu", {*x});
@@ -203,10 +430,16 @@ bool Importer::importNode() {
     int64_t axis = intAttr("axis", -1);
     if (!normAxis(axis, typeOf(*x).shape.size()))
       return false;
-    if (axis != (int64_t)typeOf(*x).shape.size() - 1)
-      return nodeError("Softmax over a dim other than the last is not "
-                       "supported");
-    return emit1("softmax", {*x});
+    int64_t last = (int64_t)typeOf(*x).shape.size() - 1;
+    if (axis == last)
+      return emit1("softmax", {*x});
+    // Over another dim: swap it with the last, softmax, swap back.
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i <= last; ++i)
+      perm.push_back(i == axis ? last : i == last ? axis : i);
+    auto t = emitTmp("transpose", {*x}, {{"permutation", perm}});
+    auto sm = t ? emitTmp("softmax", {*t}) : std::nullopt;
+    return sm && emit1("transpose", {*sm}, {{"permutation", perm}});
   }
   if (op == "LayerNormalization") {
     auto x = graphInput(0);
@@ -215,9 +448,7 @@ bool Importer::importNode() {
     int64_t axis = intAttr("axis", -1);
     if (!normAxis(axis, typeOf(*x).shape.size()))
       return false;
-    if (axis != (int64_t)typeOf(*x).shape.size() - 1)
-      return nodeError("LayerNormalization over more than the last dim is "
-                       "not supported");
+    std::vector<int64_t> shape = typeOf(*x).shape;
     for (int i = 1; i < node->output_size(); ++i)
       if (!node->output(i).empty())
         return nodeError("the Mean / InvStdDev outputs are not supported");
@@ -225,9 +456,26 @@ bool Importer::importNode() {
       return nodeError("LayerNormalization without a bias B is not "
                        "supported");
     auto gamma = graphInput(1), beta = graphInput(2);
-    return gamma && beta &&
-           emit1("layer_norm", {*x, *gamma, *beta},
-                 {{"epsilon", floatAttr("epsilon", 1e-5)}});
+    if (!gamma || !beta)
+      return false;
+    OpAttrs eps{{"epsilon", floatAttr("epsilon", 1e-5)}};
+    if (axis == (int64_t)shape.size() - 1)
+      return emit1("layer_norm", {*x, *gamma, *beta}, eps);
+    // Over dims axis..: those merged into one, and back.
+    int64_t n = 1;
+    for (size_t i = axis; i < shape.size(); ++i)
+      n *= shape[i];
+    std::vector<int64_t> merged(shape.begin(), shape.begin() + axis);
+    merged.push_back(n);
+    auto xm = emitTmp("reshape", {*x}, {{"shape", merged}});
+    auto gm =
+        xm ? emitTmp("reshape", {*gamma}, {{"shape", std::vector<int64_t>{n}}})
+           : std::nullopt;
+    auto bm =
+        gm ? emitTmp("reshape", {*beta}, {{"shape", std::vector<int64_t>{n}}})
+           : std::nullopt;
+    auto ln = bm ? emitTmp("layer_norm", {*xm, *gm, *bm}, eps) : std::nullopt;
+    return ln && emit1("reshape", {*ln}, {{"shape", shape}});
   }
   if (op == "Transpose") {
     auto x = graphInput(0);
