@@ -69,6 +69,7 @@ def mlp():
         "mlp", '{"global_batch": 8, "optimizer": {"kind": "sgd", "lr": 0.1, "momentum": 0.9}}')
     imported = S.run([S.strata, "import", onnx])
     S.check('strata.param "fc1.weight"' in imported.stdout and
+            'strata.param "pos"' in imported.stdout and
             "transpose_b = true" in imported.stdout,
             "the parameters keep their torch names; nn.Linear reads its weight transposed",
             imported.stdout[:2000])

@@ -15,7 +15,8 @@ the same nn.Module with the data/optimizer contract of train.py and logs one
 JSON record per step.
 
 Models (token ids [B, S] -> logits [B, S, V]):
-  mlp: embed -> x + fc2(relu(fc1(x))) -> head (nn.Linear layout [out, in]).
+  mlp: embed + pos (a learned [S, H] parameter, broadcast over the batch)
+       -> x + fc2(relu(fc1(x))) -> head (nn.Linear layout [out, in]).
   gpt: models.GPT (GPT-2: learned positions, pre-LN blocks, causal
        attention, GELU tanh, tied head), 2 layers, width 32, opset 17.
 """
@@ -43,12 +44,14 @@ class MlpLM(nn.Module):
         super().__init__()
         self.vocab, self.seq_len = vocab, seq_len
         self.embed = nn.Embedding(vocab, hidden)
+        # A learned [S, H] table added to every row: ONNX broadcasting.
+        self.pos = nn.Parameter(0.02 * torch.randn(seq_len, hidden))
         self.fc1 = nn.Linear(hidden, ffn)
         self.fc2 = nn.Linear(ffn, hidden)
         self.head = nn.Linear(hidden, vocab)
 
     def forward(self, tokens, targets=None):
-        x = self.embed(tokens)
+        x = self.embed(tokens) + self.pos
         x = x + self.fc2(torch.relu(self.fc1(x)))
         logits = self.head(x)
         if targets is None:
