@@ -296,6 +296,7 @@ private:
   bool importReshapeLike();
   bool importSplit();
   bool importPow();
+  bool importSigmoidTanh();
   bool importExpand();
   bool importSlice();
   /// `x` broadcast to `shape` (reshape to the rank, then copies

@@ -206,6 +206,39 @@ bool Importer::importExpand() {
   return true;
 }
 
+/// Sigmoid and Tanh through a two-way softmax over a new last dim, exact
+/// identities: sigmoid(x) = softmax([x, 0])[0] and
+/// tanh(x) = softmax([x, -x])[0] - softmax([x, -x])[1].
+bool Importer::importSigmoidTanh() {
+  auto x = graphInput(0);
+  if (!x)
+    return false;
+  bool sigmoid = node->op_type() == "Sigmoid";
+  std::vector<int64_t> shape = typeOf(*x).shape, col = shape;
+  col.push_back(1);
+  int64_t axis = (int64_t)shape.size();
+  auto x1 = emitTmp("reshape", {*x}, {{"shape", col}});
+  auto other = x1 ? emitTmp("scale", {*x1}, {{"factor", sigmoid ? 0.0 : -1.0}})
+                  : std::nullopt;
+  auto pair =
+      other ? emitTmp("concat", {*x1, *other}, {{"axis", axis}}) : std::nullopt;
+  auto sm = pair ? emitTmp("softmax", {*pair}) : std::nullopt;
+  auto parts =
+      sm ? emit("split", {*sm}, {{"axis", axis}, {"num", int64_t(2)}}, {})
+         : std::nullopt;
+  if (!parts)
+    return false;
+  std::string out = (*parts)[0];
+  if (!sigmoid) {
+    auto neg = emitTmp("scale", {(*parts)[1]}, {{"factor", -1.0}});
+    auto diff = neg ? emitTmp("add", {out, *neg}) : std::nullopt;
+    if (!diff)
+      return false;
+    out = *diff;
+  }
+  return emit1("reshape", {out}, {{"shape", shape}});
+}
+
 static int64_t gcd(int64_t a, int64_t b) { return b == 0 ? a : gcd(b, a % b); }
 
 /// Slice of a graph value with step 1: an equal split at the gcd of the
@@ -361,7 +394,8 @@ bool Importer::importSplit() {
 
 static const char *kSupported =
     "MatMul, Gemm, Add, Sub, Mul, Div (by a constant), Pow (by 1, 2 or 3), "
-    "Relu, Softmax, LayerNormalization, Reshape, Flatten, Transpose, Split, "
+    "Relu, Sigmoid, Tanh, Softmax, LayerNormalization, Reshape, Flatten, "
+    "Transpose, Split, "
     "Slice, Concat, Expand, Gather (embedding), Unsqueeze, Squeeze, Cast, "
     "Identity, Constant, and shape "
     "arithmetic on constants (Shape, Gather, Concat, Slice, Expand, "
@@ -415,6 +449,8 @@ bool Importer::importNode() {
     return importSplit();
   if (op == "Pow")
     return importPow();
+  if (op == "Sigmoid" || op == "Tanh")
+    return importSigmoidTanh();
   if (op == "Expand")
     return importExpand();
   if (op == "Slice")

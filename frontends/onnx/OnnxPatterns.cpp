@@ -123,10 +123,10 @@ bool Importer::importPattern(bool &handled) {
       auto v = values.find(name);
       if (v == values.end() || !v->second.isConst ||
           !isScalar(v->second.c, want))
-        return nodeError("a Tanh expression that is not GELU's tanh "
-                         "approximation (constant '" +
+        return nodeError("a Tanh expression of GELU's form whose constant '" +
                          name + "' is not " + std::to_string(want) +
-                         "); Strata imports Tanh only inside that GELU");
+                         "; Strata imports this form only as GELU's tanh "
+                         "approximation");
     }
     auto x = values.find(it->second.x);
     if (x == values.end() || x->second.isConst)

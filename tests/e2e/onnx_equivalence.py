@@ -5,7 +5,8 @@ exported with torch.onnx.export are compiled by `strata compile model.onnx`
 (MLP: one rank, dp=2, dp=2 with ZeRO-1/2/3, pp=2, tp=2, tp=2 x dp=2; GPT-2:
 one rank, dp=2, ZeRO-3, pp=2, tp=2) and trained 10 steps from the exported
 weights (--init) on one token file; every step's loss and grad_norm must be
-within 1e-4 relative of the same nn.Module trained by PyTorch. `strata plan`
+within 1e-4 relative of the same nn.Module trained by PyTorch (and an MLP
+with tanh * sigmoid activations on one rank and tp=2). `strata plan`
 chooses a plan for the MLP unpinned; examples/onnx exports, compiles and
 trains.
 
@@ -102,6 +103,14 @@ def example():
             "the example trains 20 steps under tp=2 and its loss falls", f"{losses}")
 
 
+def gated():
+    """Tanh and Sigmoid (two-way softmaxes in Strata) train like torch's."""
+    onnx, data, ref = export("gated", '{"global_batch": 8, "optimizer": {"kind": "adamw", '
+                                      '"lr": 0.01}}')
+    train("gated1", onnx, 1, {}, data, ref)
+    train("gated-tp2", onnx, 2, {"tp": 2}, data, ref)
+
+
 def gpt():
     """GPT-2 (models.GPT, HF semantics) exported at opset 17: GELU's tanh
     form, the causal masked_fill and the position embeddings are imported as
@@ -130,6 +139,7 @@ if not onnx_supported():
     print("SKIP: strata was built without ONNX support (libonnx-dev)")
     sys.exit(SKIP)
 S.case("an MLP exported from torch: one rank, dp, ZeRO, pp, tp against torch", mlp)
+S.case("tanh and sigmoid activations: one rank, tp against torch", gated)
 S.case("GPT-2 exported from torch: one rank, dp, ZeRO-3, pp, tp against torch", gpt)
 S.case("examples/onnx: export, compile, train", example)
 S.finish()

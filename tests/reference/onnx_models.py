@@ -17,6 +17,7 @@ JSON record per step.
 Models (token ids [B, S] -> logits [B, S, V]):
   mlp: embed + pos (a learned [S, H] parameter, broadcast over the batch)
        -> x + fc2(relu(fc1(x))) -> head (nn.Linear layout [out, in]).
+  gated: mlp with tanh(h) * sigmoid(h) as the activation.
   gpt: models.GPT (GPT-2: learned positions, pre-LN blocks, causal
        attention, GELU tanh, tied head), 2 layers, width 32, opset 17.
 """
@@ -59,6 +60,20 @@ class MlpLM(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.vocab), targets.reshape(-1))
 
 
+class GatedMlpLM(MlpLM):
+    """MlpLM with tanh(fc1(x)) * sigmoid(fc1(x)) as its activation (ONNX
+    Tanh and Sigmoid, which Strata imports as two-way softmaxes)."""
+
+    def forward(self, tokens, targets=None):
+        x = self.embed(tokens) + self.pos
+        h = self.fc1(x)
+        x = x + self.fc2(torch.tanh(h) * torch.sigmoid(h))
+        logits = self.head(x)
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.reshape(-1, self.vocab), targets.reshape(-1))
+
+
 class GptLM(models.GPT):
     """models.GPT (HF GPT2LMHeadModel semantics), vocab 128, 16 tokens,
     width 32, 4 heads, 2 layers, with HF's init; exported as ids -> logits."""
@@ -71,7 +86,7 @@ class GptLM(models.GPT):
         return self.logits(tokens)
 
 
-MODELS = {"mlp": (MlpLM, 13), "gpt": (GptLM, 17)}
+MODELS = {"mlp": (MlpLM, 13), "gated": (GatedMlpLM, 13), "gpt": (GptLM, 17)}
 
 
 def build(name, seed):
