@@ -4,8 +4,9 @@
   /usr/bin/python3 examples/onnx/export_mlp.py        # writes examples/onnx/mlp.onnx
   strata import examples/onnx/mlp.onnx               # reads mlp.yaml beside it
   strata compile examples/onnx/mlp.onnx --cluster local:2 --pin tp=2 -o mlp
+  strata import examples/onnx/mlp.onnx --weights-out mlp.safetensors -o /dev/null
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-      mpirun --oversubscribe -np 2 ./mlp --steps 20
+      mpirun --oversubscribe -np 2 ./mlp --init mlp.safetensors --steps 20
 
 The model reads token ids [batch, 16] and returns logits [batch, 16, 128];
 Strata adds the cross-entropy loss against the next tokens. Export with the

@@ -259,6 +259,7 @@ bool Importer::finish(ModelSpec &spec) {
   ce.loc = SourceLoc{path, 0, 0};
   g.ops.push_back(ce);
   g.outputs = {"loss"};
+  outParams = g.params;
   g.loc = SourceLoc{path, 0, 0};
   spec.graph = std::move(g);
   return true;
@@ -337,9 +338,13 @@ bool readModelProto(const std::string &path, std::vector<Diagnostic> &diags,
 
 } // namespace
 
-std::optional<ModelSpec> loadOnnxModel(const std::string &path,
-                                       std::vector<Diagnostic> &diags,
-                                       const LoadOptions &options) {
+namespace {
+
+/// loadOnnxModel, also handing back the parameters' initializers.
+std::optional<ModelSpec>
+loadTrainingModel(const std::string &path, std::vector<Diagnostic> &diags,
+                  const LoadOptions &options,
+                  std::map<std::string, ConstTensor> *paramValues) {
   if (options.decode) {
     diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
                                "generation needs a preset model; an ONNX "
@@ -354,12 +359,38 @@ std::optional<ModelSpec> loadOnnxModel(const std::string &path,
     return std::nullopt;
   try {
     Importer importer(path, diags, *side);
-    return importer.run(model);
+    std::optional<ModelSpec> spec = importer.run(model);
+    if (spec && paramValues)
+      *paramValues = importer.paramValues();
+    return spec;
   } catch (const std::exception &e) {
     diags.push_back(Diagnostic{SourceLoc{path, 0, 0},
                                std::string("cannot import: ") + e.what()});
   }
   return std::nullopt;
+}
+
+} // namespace
+
+std::optional<ModelSpec> loadOnnxModel(const std::string &path,
+                                       std::vector<Diagnostic> &diags,
+                                       const LoadOptions &options) {
+  return loadTrainingModel(path, diags, options, nullptr);
+}
+
+std::optional<std::vector<std::pair<std::string, std::vector<float>>>>
+loadOnnxWeights(const std::string &path, std::vector<Diagnostic> &diags) {
+  std::map<std::string, ConstTensor> values;
+  std::optional<ModelSpec> spec =
+      loadTrainingModel(path, diags, LoadOptions{}, &values);
+  if (!spec)
+    return std::nullopt;
+  std::vector<std::pair<std::string, std::vector<float>>> out;
+  for (const GraphParam &p : spec->graph.params) {
+    const ConstTensor &c = values.at(p.name);
+    out.emplace_back(p.name, std::vector<float>(c.data.begin(), c.data.end()));
+  }
+  return out;
 }
 
 std::optional<ModelSpec>

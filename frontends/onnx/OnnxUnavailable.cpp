@@ -20,4 +20,10 @@ std::optional<ModelSpec> loadOnnxModel(const std::string &path,
   return std::nullopt;
 }
 
+std::optional<std::vector<std::pair<std::string, std::vector<float>>>>
+loadOnnxWeights(const std::string &path, std::vector<Diagnostic> &diags) {
+  loadOnnxModel(path, diags, {});
+  return std::nullopt;
+}
+
 } // namespace strata::frontend

@@ -225,6 +225,12 @@ std::optional<ModelSpec> loadOnnxModel(const std::string &path,
                                        std::vector<Diagnostic> &diags,
                                        const LoadOptions &options = {});
 
+/// The exported initial values of an ONNX model's parameters (float32,
+/// row-major) by parameter name, in the graph's parameter order: what
+/// `strata import model.onnx --weights-out FILE` writes for `--init`.
+std::optional<std::vector<std::pair<std::string, std::vector<float>>>>
+loadOnnxWeights(const std::string &path, std::vector<Diagnostic> &diags);
+
 } // namespace strata::frontend
 
 #endif // STRATA_FRONTENDS_YAML_MODELSPEC_H

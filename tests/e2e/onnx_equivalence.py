@@ -124,6 +124,11 @@ def gpt():
             "GELU, the causal mask and positions are recognised; parameters the exporter "
             "deduplicated keep their own names", imported[:3000])
     train("gpt1", onnx, 1, {}, data, ref)
+    # The weights `strata import --weights-out` reads out of the .onnx are
+    # the exported ones: training from them matches torch too.
+    weights = S.path("gpt.weights.safetensors")
+    S.run([S.strata, "import", onnx, "--weights-out", weights, "-o", os.devnull])
+    train("gpt1-weights-out", onnx, 1, {}, ["--init", weights, *data[2:]], ref)
     train("gpt-dp2", onnx, 2, {"dp": 2}, data, ref)
     train("gpt-dp2-zero3", onnx, 2, {"dp": 2, "zero": 3}, data, ref)
     train("gpt-pp2", onnx, 2, {"pp": 2}, data, ref)
