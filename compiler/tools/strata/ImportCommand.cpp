@@ -74,6 +74,8 @@ int runImport(const ImportOptions &opts) {
     llvm::errs() << error << "\n";
     return 1;
   }
+  if (!opts.weightsOut.empty() && writeOnnxWeights(opts) != 0)
+    return 1;
   ToolContext tool;
   mlir::OwningOpRef<mlir::ModuleOp> module = importModel(*spec, tool.ctx);
   if (!module)
@@ -82,8 +84,6 @@ int runImport(const ImportOptions &opts) {
     llvm::errs() << "error: -o " << opts.output << ": " << error << "\n";
     return 1;
   }
-  if (!opts.weightsOut.empty() && writeOnnxWeights(opts) != 0)
-    return 1;
   if (opts.summary) {
     llvm::errs() << "model " << spec->path << " (" << spec->family << ", batch "
                  << spec->batch << ")\n";
