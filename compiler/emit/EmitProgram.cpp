@@ -19,6 +19,7 @@
 #include "compiler/emit/MemoryPlan.h"
 #include "compiler/emit/ProgramEmitter.h"
 #include "runtime/format/OpSchema.h"
+#include "runtime/kernels/UnaryMath.h"
 #include "runtime/support/Error.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -27,6 +28,12 @@ using namespace strata;
 using namespace strata::emit;
 
 namespace strata::emit {
+
+/// strata.unary's kind as its runtime code (the op's verifier has checked
+/// the name).
+static int64_t unaryKindCode(StringRef kind) {
+  return kernels::unaryKindCode(std::string_view(kind.data(), kind.size()));
+}
 
 /// Routes the gradient `v` of a parameter into its gradient buffer `grad`.
 /// Single-use values computed by accumulating kernels write there directly;
@@ -374,6 +381,19 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             emit(isa<GeluGradOp>(g) ? rtf::Opcode::GeluBwd
                                     : rtf::Opcode::ReluBwd,
                  {operand(g.getInput()), operand(g.getGrad()), o});
+            return success();
+          })
+          .Case([&](ElementwiseUnaryOp u) -> LogicalResult {
+            STRATA_OUT(o, u.getResult());
+            emit(rtf::Opcode::UnaryFwd, {operand(u.getInput()), o},
+                 {unaryKindCode(u.getKind())});
+            return success();
+          })
+          .Case([&](ElementwiseUnaryGradOp u) -> LogicalResult {
+            STRATA_OUT(o, u.getResult());
+            emit(rtf::Opcode::UnaryBwd,
+                 {operand(u.getInput()), operand(u.getGrad()), o},
+                 {unaryKindCode(u.getKind())});
             return success();
           })
           .Case([&](LayerNormOp l) -> LogicalResult {

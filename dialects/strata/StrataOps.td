@@ -1051,4 +1051,45 @@ def Strata_CastOp : Strata_Op<"cast",
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Elementwise functions of ONNX imports (helper onnx)
+//===----------------------------------------------------------------------===//
+
+def Strata_ElementwiseUnaryOp : Strata_ForwardOp<"unary"> {
+  let summary = "an elementwise function named by its kind";
+  let description = [{
+    `result = f(input)` elementwise, f named by `kind`: `sqrt`, `reciprocal`
+    (1/x), `erf`, `tanh`, `sigmoid` (1/(1+exp(-x))), `exp` or `neg` (-x).
+    The result has the input's shape and type. Its gradient is
+    `strata.unary_grad` of the same kind, which recomputes f'(x) from the
+    input. Graph specs and ONNX imports write it `op: unary` with
+    `attrs: {kind: erf}`.
+
+    ```mlir
+    %y = strata.unary %x {kind = "erf"} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, StrAttr:$kind);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Strata_ElementwiseUnaryGradOp : Strata_ShapeOp<"unary_grad"> {
+  let summary = "gradient of strata.unary";
+  let description = [{
+    `result = grad * f'(input)` for the f of `kind` (as `strata.unary`),
+    where `input` is the forward op's input.
+
+    ```mlir
+    %dx = strata.unary_grad %dy, %x {kind = "erf"} : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_FloatTensor:$input,
+                       StrAttr:$kind);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // STRATA_OPS_TD

@@ -280,7 +280,7 @@ ShardingRule ruleOf(Operation *op) {
       .Case<BiasAddOp>([](auto o) { return featureRule(o, false); })
       .Case<LayerNormOp, RmsNormOp>([](auto o) { return featureRule(o, true); })
       .Case<AddOp, MulOp, ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp,
-            AllReduceOp, ReplicateOp, CastOp>(
+            AllReduceOp, ReplicateOp, CastOp, ElementwiseUnaryOp>(
           [](auto o) { return elementwise(o); })
       .Case([&](SoftmaxOp o) {
         int64_t l = last(o.getInput());
@@ -348,7 +348,7 @@ void attachShardingRules(MLIRContext *ctx) {
          ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp, AllReduceOp, ReplicateOp,
          SoftmaxOp, RotaryEmbeddingOp, ReshapeOp, TransposeOp,
          RepeatInterleaveOp, SplitOp, ConcatOp, SliceOp, ConstantOp,
-         CrossEntropyOp, CausalAttentionOp, CastOp>(ctx);
+         CrossEntropyOp, CausalAttentionOp, CastOp, ElementwiseUnaryOp>(ctx);
 }
 
 } // namespace strata

@@ -296,9 +296,9 @@ private:
   bool importReshapeLike();
   bool importSplit();
   bool importPow();
-  bool importSigmoidTanh();
   bool importExpand();
   bool importSlice();
+  bool importReduceMean();
   /// `x` broadcast to `shape` (reshape to the rank, then copies
   /// concatenated along each size-1 dim); an error names the node.
   std::optional<std::string> broadcastTo(const std::string &x,

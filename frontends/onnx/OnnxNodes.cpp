@@ -64,7 +64,7 @@ Importer::broadcastTo(const std::string &x, const std::vector<int64_t> &shape) {
 }
 
 bool Importer::importBinary() {
-  const std::string &op = node->op_type();
+  std::string op = node->op_type();
   const Value *a = input(0), *b = input(1);
   if (!a || !b)
     return false;
@@ -74,22 +74,51 @@ bool Importer::importBinary() {
            !(v->isInitializer && v->c.shape.size() > 0);
   };
   if ((op == "Mul" || op == "Div") && (scalar(a) || scalar(b))) {
-    if (op == "Div" && scalar(a))
-      return nodeError("dividing a constant by a tensor is not supported");
     bool constFirst = scalar(a);
     double c = constFirst ? a->c.data[0] : b->c.data[0];
     auto x = graphInput(constFirst ? 1 : 0);
     if (!x)
       return false;
+    if (op == "Div" && constFirst) { // c / x = c * reciprocal(x)
+      auto r = emitTmp("unary", {*x}, {{"kind", std::string("reciprocal")}});
+      return r && emit1("scale", {*r}, {{"factor", c}});
+    }
     return emit1("scale", {*x}, {{"factor", op == "Div" ? 1.0 / c : c}});
+  }
+  // x + c, c + x, x - c, c - x with a scalar constant c: x (or -x) plus
+  // c * exp(0 * x), a tensor of c's built from x by exact steps (0 * x = 0,
+  // exp(0) = 1, c * 1 = c), so the sum is the float32 x + c; gradient 0
+  // through the constant branch.
+  if ((op == "Add" || op == "Sub") && (scalar(a) || scalar(b))) {
+    bool constFirst = scalar(a);
+    double c = constFirst ? a->c.data[0] : b->c.data[0];
+    auto x = graphInput(constFirst ? 1 : 0);
+    if (!x)
+      return false;
+    if (op == "Sub" && !constFirst)
+      c = -c;
+    auto zero = emitTmp("scale", {*x}, {{"factor", 0.0}});
+    auto one = zero ? emitTmp("unary", {*zero}, {{"kind", std::string("exp")}})
+                    : std::nullopt;
+    auto cs = one ? emitTmp("scale", {*one}, {{"factor", c}}) : std::nullopt;
+    if (!cs)
+      return false;
+    if (op == "Sub" && constFirst) {
+      auto negX = emitTmp("unary", {*x}, {{"kind", std::string("neg")}});
+      return negX && emit1("add", {*cs, *negX});
+    }
+    return emit1("add", {*x, *cs});
   }
   auto x = graphInput(0), y = graphInput(1);
   if (!x || !y)
     return false;
+  if (op == "Div") { // x / y = x * reciprocal(y), then Mul's broadcasting
+    y = emitTmp("unary", {*y}, {{"kind", std::string("reciprocal")}});
+    if (!y)
+      return false;
+    op = "Mul";
+  }
   const TensorType tx = typeOf(*x), ty = typeOf(*y);
-  if (op == "Div")
-    return nodeError("Div of two tensors is not supported (a constant "
-                     "scalar divisor is)");
   if (tx.shape == ty.shape) {
     if (op == "Sub") {
       auto neg = emitTmp("scale", {*y}, {{"factor", -1.0}});
@@ -206,37 +235,70 @@ bool Importer::importExpand() {
   return true;
 }
 
-/// Sigmoid and Tanh through a two-way softmax over a new last dim, exact
-/// identities: sigmoid(x) = softmax([x, 0])[0] and
-/// tanh(x) = softmax([x, -x])[0] - softmax([x, -x])[1].
-bool Importer::importSigmoidTanh() {
+/// The ONNX elementwise functions that are one strata.unary kind.
+static const char *unaryKindOf(const std::string &op) {
+  static const std::pair<const char *, const char *> kinds[] = {
+      {"Sqrt", "sqrt"}, {"Reciprocal", "reciprocal"}, {"Erf", "erf"},
+      {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"},       {"Exp", "exp"},
+      {"Neg", "neg"}};
+  for (const auto &[onnx, kind] : kinds)
+    if (op == onnx)
+      return kind;
+  return nullptr;
+}
+
+/// ReduceMean over one axis (keepdims or not): the axis moved last, split
+/// into its entries, summed left to right, scaled by 1/n.
+bool Importer::importReduceMean() {
   auto x = graphInput(0);
   if (!x)
     return false;
-  bool sigmoid = node->op_type() == "Sigmoid";
-  std::vector<int64_t> shape = typeOf(*x).shape, col = shape;
-  col.push_back(1);
-  int64_t axis = (int64_t)shape.size();
-  auto x1 = emitTmp("reshape", {*x}, {{"shape", col}});
-  auto other = x1 ? emitTmp("scale", {*x1}, {{"factor", sigmoid ? 0.0 : -1.0}})
-                  : std::nullopt;
-  auto pair =
-      other ? emitTmp("concat", {*x1, *other}, {{"axis", axis}}) : std::nullopt;
-  auto sm = pair ? emitTmp("softmax", {*pair}) : std::nullopt;
-  auto parts =
-      sm ? emit("split", {*sm}, {{"axis", axis}, {"num", int64_t(2)}}, {})
-         : std::nullopt;
-  if (!parts)
+  std::vector<int64_t> shape = typeOf(*x).shape;
+  std::optional<std::vector<int64_t>> axes = intsAttr("axes");
+  if (!axes || axes->size() != 1)
+    return nodeError("ReduceMean over " +
+                     std::string(axes ? "several axes" : "all axes") +
+                     " is not supported; Strata reduces one axis (axes=[d])");
+  int64_t axis = (*axes)[0];
+  if (!normAxis(axis, shape.size()))
     return false;
-  std::string out = (*parts)[0];
-  if (!sigmoid) {
-    auto neg = emitTmp("scale", {(*parts)[1]}, {{"factor", -1.0}});
-    auto diff = neg ? emitTmp("add", {out, *neg}) : std::nullopt;
-    if (!diff)
+  int64_t n = shape[axis], last = (int64_t)shape.size() - 1;
+  if (n > 256)
+    return nodeError("ReduceMean over an axis of " + std::to_string(n) +
+                     " entries; Strata reduces at most 256 (it sums the "
+                     "entries one op each)");
+  std::string cur = *x;
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i <= last; ++i)
+    perm.push_back(i == axis ? last : i == last ? axis : i);
+  if (axis != last) {
+    auto t = emitTmp("transpose", {cur}, {{"permutation", perm}});
+    if (!t)
       return false;
-    out = *diff;
+    cur = *t;
   }
-  return emit1("reshape", {out}, {{"shape", shape}});
+  std::optional<std::string> sum = cur;
+  if (n > 1) {
+    auto parts = emit("split", {cur}, {{"axis", last}, {"num", n}}, {});
+    if (!parts)
+      return false;
+    sum = (*parts)[0];
+    for (int64_t i = 1; i < n && sum; ++i)
+      sum = emitTmp("add", {*sum, (*parts)[i]});
+  }
+  auto mean = sum ? emitTmp("scale", {*sum}, {{"factor", 1.0 / double(n)}})
+                  : std::nullopt;
+  if (!mean)
+    return false;
+  std::vector<int64_t> kept = shape;
+  kept[axis] = 1;
+  if (intAttr("keepdims", 1) == 0) {
+    kept.erase(kept.begin() + axis);
+    return emit1("reshape", {*mean}, {{"shape", kept}});
+  }
+  if (axis != last)
+    return emit1("transpose", {*mean}, {{"permutation", perm}});
+  return emit1("reshape", {*mean}, {{"shape", kept}});
 }
 
 static int64_t gcd(int64_t a, int64_t b) { return b == 0 ? a : gcd(b, a % b); }
@@ -393,8 +455,9 @@ bool Importer::importSplit() {
 }
 
 static const char *kSupported =
-    "MatMul, Gemm, Add, Sub, Mul, Div (by a constant), Pow (by 1, 2 or 3), "
-    "Relu, Sigmoid, Tanh, Softmax, LayerNormalization, Reshape, Flatten, "
+    "MatMul, Gemm, Add, Sub, Mul, Div, Pow (by 1, 2 or 3), Relu, Sqrt, "
+    "Reciprocal, Erf, Tanh, Sigmoid, Exp, Neg, ReduceMean (one axis), "
+    "Softmax, LayerNormalization, Reshape, Flatten, "
     "Transpose, Split, "
     "Slice, Concat, Expand, Gather (embedding), Unsqueeze, Squeeze, Cast, "
     "Identity, Constant, and shape "
@@ -449,8 +512,12 @@ bool Importer::importNode() {
     return importSplit();
   if (op == "Pow")
     return importPow();
-  if (op == "Sigmoid" || op == "Tanh")
-    return importSigmoidTanh();
+  if (op == "ReduceMean")
+    return importReduceMean();
+  if (const char *kind = unaryKindOf(op)) {
+    auto x = graphInput(0);
+    return x && emit1("unary", {*x}, {{"kind", std::string(kind)}});
+  }
   if (op == "Expand")
     return importExpand();
   if (op == "Slice")

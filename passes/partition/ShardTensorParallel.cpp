@@ -427,7 +427,8 @@ LogicalResult ShardTensorParallelPass::shardSequence(func::FuncOp forward) {
                 operand.set(replicate(operand.get()));
               return true;
             })
-            .Case<GeluOp, ReluOp, SiluOp, ScaleOp>([&](auto) { return true; })
+            .Case<GeluOp, ReluOp, SiluOp, ScaleOp, ElementwiseUnaryOp>(
+                [&](auto) { return true; })
             .Default([&](Operation *) { return false; });
     if (!ok)
       return op->emitError()

@@ -207,6 +207,12 @@ void runSiluFwd(const B &b, const C &) {
 void runSiluBwd(const B &b, const C &) {
   siluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
+void runUnaryFwd(const B &b, const C &) {
+  unaryFwd(b.attr(0), b.f32(0), b.f32(1), b.elements[0]);
+}
+void runUnaryBwd(const B &b, const C &) {
+  unaryBwd(b.attr(0), b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+}
 void runSiluMulFwd(const B &b, const C &) {
   siluMulFwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
@@ -362,6 +368,8 @@ constexpr Entry kEntries[] = {
     {Opcode::SiluFwd, runSiluFwd},
     {Opcode::SiluBwd, runSiluBwd},
     {Opcode::SiluMulFwd, runSiluMulFwd},
+    {Opcode::UnaryFwd, runUnaryFwd},
+    {Opcode::UnaryBwd, runUnaryBwd},
     {Opcode::SiluMulBwd, runSiluMulBwd},
     {Opcode::RepeatInterleave, runRepeatInterleave},
     {Opcode::RepeatInterleaveBwd, runRepeatInterleaveBwd},

@@ -141,3 +141,11 @@ func.func @param_init() {
   return
 }
 
+
+// -----
+
+func.func @unary_kind(%x: tensor<4xf32>) {
+  // expected-error @+1 {{kind 'cos' is not a unary function; expected one of sqrt, reciprocal, erf, tanh, sigmoid, exp, neg}}
+  %0 = strata.unary %x {kind = "cos"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}

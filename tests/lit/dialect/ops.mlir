@@ -56,3 +56,13 @@ func.func @all_ops() -> tensor<f32> {
   %loss = strata.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// strata.unary and its gradient (helper onnx).
+// CHECK-LABEL: func.func @unary
+func.func @unary(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // CHECK: strata.unary %{{.*}} {kind = "erf"} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %y = strata.unary %x {kind = "erf"} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  // CHECK: strata.unary_grad %{{.*}}, %{{.*}} {kind = "sqrt"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %dx = strata.unary_grad %dy, %y {kind = "sqrt"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %dx : tensor<2x4xf32>
+}

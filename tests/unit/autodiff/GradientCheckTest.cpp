@@ -454,6 +454,24 @@ TEST(GradientCheck, SiluAndSiluMul) {
                                       {4, 5}));
 }
 
+TEST(GradientCheck, UnaryOfEveryKind) {
+  // sqrt and reciprocal of exp(2x), so their inputs are positive; the
+  // others of 2x.
+  for (std::string kind :
+       {"sqrt", "reciprocal", "erf", "tanh", "sigmoid", "exp", "neg"}) {
+    SCOPED_TRACE(kind);
+    bool positive = kind == "sqrt" || kind == "reciprocal";
+    std::string body = substitute(R"(
+  %x = strata.param "x" : tensor<4x5xf64>
+  %s = strata.scale %x {factor = 2.0 : f64} : (tensor<4x5xf64>) -> tensor<4x5xf64>
+  %e = strata.unary %s {kind = "exp"} : (tensor<4x5xf64>) -> tensor<4x5xf64>
+  %out = strata.unary $IN {kind = "$OP"} : (tensor<4x5xf64>) -> tensor<4x5xf64>)",
+                                  kind);
+    body.replace(body.find("$IN"), 3, positive ? "%e" : "%s");
+    expectGradientsMatch(crossEntropyOf(body, {4, 5}));
+  }
+}
+
 TEST(GradientCheck, SiluMulOfAValueWithItself) {
   expectGradientsMatch(crossEntropyOf(R"(
   %x = strata.param "x" : tensor<4x5xf64>

@@ -11,6 +11,7 @@
 
 #include "tests/unit/autodiff/AttentionReference.h"
 #include "tests/unit/autodiff/LlamaOpsReference.h"
+#include "tests/unit/autodiff/UnaryReference.h"
 
 #include "dialects/strata/StrataOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -311,6 +312,12 @@ private:
         .Case([&](RotaryEmbeddingGradOp o) {
           return set(o.getResult(), rotary(get(o.getGrad()),
                                            o.getTheta().convertToDouble(), -1));
+        })
+        .Case([&](ElementwiseUnaryOp o) {
+          return evalUnary(o, unaryReference(o.getKind()));
+        })
+        .Case([&](ElementwiseUnaryGradOp o) {
+          return evalActivationGrad(o, unaryReferenceDerivative(o.getKind()));
         })
         .Case([&](SiluOp o) { return evalUnary(o, silu); })
         .Case(
