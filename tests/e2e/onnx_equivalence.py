@@ -6,7 +6,8 @@ exported with torch.onnx.export are compiled by `strata compile model.onnx`
 one rank, dp=2, ZeRO-3, pp=2, tp=2) and trained 10 steps from the exported
 weights (--init) on one token file; every step's loss and grad_norm must be
 within 1e-4 relative of the same nn.Module trained by PyTorch (and an MLP
-with tanh * sigmoid activations on one rank and tp=2). `strata plan`
+with tanh * sigmoid activations on one rank and tp=2, and one with the exact
+nn.GELU() and x / sqrt(mean(x * x) + eps) on one rank, dp=2 and tp=2). `strata plan`
 chooses a plan for the MLP unpinned; examples/onnx exports, compiles and
 trains.
 
@@ -104,11 +105,25 @@ def example():
 
 
 def gated():
-    """Tanh and Sigmoid (two-way softmaxes in Strata) train like torch's."""
+    """Tanh and Sigmoid (strata.unary) train like torch's."""
     onnx, data, ref = export("gated", '{"global_batch": 8, "optimizer": {"kind": "adamw", '
                                       '"lr": 0.01}}')
     train("gated1", onnx, 1, {}, data, ref)
     train("gated-tp2", onnx, 2, {"tp": 2}, data, ref)
+
+
+def gelu_rms():
+    """The exact nn.GELU() (Div, Erf, Add of a constant, Mul) and
+    x / sqrt(mean(x * x) + eps) (ReduceMean, Sqrt, Div of two tensors)."""
+    onnx, data, ref = export("gelu_rms", '{"global_batch": 8, "optimizer": {"kind": '
+                                         '"adamw", "lr": 0.01}}')
+    imported = S.run([S.strata, "import", onnx]).stdout
+    S.check('kind = "erf"' in imported and 'kind = "sqrt"' in imported and
+            'kind = "reciprocal"' in imported,
+            "Erf, Sqrt and Div import as strata.unary", imported[:3000])
+    train("gelu_rms1", onnx, 1, {}, data, ref)
+    train("gelu_rms-dp2", onnx, 2, {"dp": 2}, data, ref)
+    train("gelu_rms-tp2", onnx, 2, {"tp": 2}, data, ref)
 
 
 def gpt():
@@ -145,6 +160,8 @@ if not onnx_supported():
     sys.exit(SKIP)
 S.case("an MLP exported from torch: one rank, dp, ZeRO, pp, tp against torch", mlp)
 S.case("tanh and sigmoid activations: one rank, tp against torch", gated)
+S.case("exact GELU and a hand-written RMS norm: one rank, dp, tp against torch",
+       gelu_rms)
 S.case("GPT-2 exported from torch: one rank, dp, ZeRO-3, pp, tp against torch", gpt)
 S.case("examples/onnx: export, compile, train", example)
 S.finish()

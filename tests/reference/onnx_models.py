@@ -18,6 +18,9 @@ Models (token ids [B, S] -> logits [B, S, V]):
   mlp: embed + pos (a learned [S, H] parameter, broadcast over the batch)
        -> x + fc2(relu(fc1(x))) -> head (nn.Linear layout [out, in]).
   gated: mlp with tanh(h) * sigmoid(h) as the activation.
+  gelu_rms: mlp with nn.GELU() (exact, erf) as the activation and a
+       hand-written RMS normalisation before the head:
+       x / sqrt(mean(x * x, -1) + eps) (ONNX ReduceMean, Add, Sqrt, Div).
   gpt: models.GPT (GPT-2: learned positions, pre-LN blocks, causal
        attention, GELU tanh, tied head), 2 layers, width 32, opset 17.
 """
@@ -74,6 +77,24 @@ class GatedMlpLM(MlpLM):
         return F.cross_entropy(logits.reshape(-1, self.vocab), targets.reshape(-1))
 
 
+class GeluRmsMlpLM(MlpLM):
+    """MlpLM with the exact nn.GELU() (ONNX Div, Erf, Add, Mul) and
+    x / sqrt(mean(x * x) + eps) before the head (ReduceMean, Sqrt, Div)."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = nn.GELU()
+
+    def forward(self, tokens, targets=None):
+        x = self.embed(tokens) + self.pos
+        x = x + self.fc2(self.act(self.fc1(x)))
+        x = x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-5)
+        logits = self.head(x)
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.reshape(-1, self.vocab), targets.reshape(-1))
+
+
 class GptLM(models.GPT):
     """models.GPT (HF GPT2LMHeadModel semantics), vocab 128, 16 tokens,
     width 32, 4 heads, 2 layers, with HF's init; exported as ids -> logits."""
@@ -86,7 +107,8 @@ class GptLM(models.GPT):
         return self.logits(tokens)
 
 
-MODELS = {"mlp": (MlpLM, 13), "gated": (GatedMlpLM, 13), "gpt": (GptLM, 17)}
+MODELS = {"mlp": (MlpLM, 13), "gated": (GatedMlpLM, 13),
+          "gelu_rms": (GeluRmsMlpLM, 13), "gpt": (GptLM, 17)}
 
 
 def build(name, seed):
