@@ -323,6 +323,18 @@ ShardingRule ruleOf(Operation *op) {
         b.rule.results = {t};
         return b.rule;
       })
+      .Case([](ReduceMeanOp o) {
+        // The other dims shared factors; the reduced one whole (the kernel
+        // divides by the size it holds, so a shard's mean is not a partial
+        // sum of the global one).
+        RuleBuilder b;
+        ShardingRule::TensorFactors x =
+            b.fresh(shapeOf(o.getInput()), {o.getNormalizedAxis()});
+        ShardingRule::TensorFactors y = x;
+        b.rule.operands = {x};
+        b.rule.results = {y};
+        return b.rule;
+      })
       .Case([](ConstantOp o) {
         RuleBuilder b;
         b.rule.results = {b.fresh(shapeOf(o.getResult()))};
@@ -348,7 +360,8 @@ void attachShardingRules(MLIRContext *ctx) {
          ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp, AllReduceOp, ReplicateOp,
          SoftmaxOp, RotaryEmbeddingOp, ReshapeOp, TransposeOp,
          RepeatInterleaveOp, SplitOp, ConcatOp, SliceOp, ConstantOp,
-         CrossEntropyOp, CausalAttentionOp, CastOp, ElementwiseUnaryOp>(ctx);
+         CrossEntropyOp, CausalAttentionOp, CastOp, ElementwiseUnaryOp,
+         ReduceMeanOp>(ctx);
 }
 
 } // namespace strata

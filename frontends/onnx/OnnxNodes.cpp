@@ -247,8 +247,8 @@ static const char *unaryKindOf(const std::string &op) {
   return nullptr;
 }
 
-/// ReduceMean over one axis (keepdims or not): the axis moved last, split
-/// into its entries, summed left to right, scaled by 1/n.
+/// ReduceMean over one axis: strata.reduce_mean (the axis kept with size
+/// 1), and a reshape without it unless keepdims.
 bool Importer::importReduceMean() {
   auto x = graphInput(0);
   if (!x)
@@ -262,43 +262,11 @@ bool Importer::importReduceMean() {
   int64_t axis = (*axes)[0];
   if (!normAxis(axis, shape.size()))
     return false;
-  int64_t n = shape[axis], last = (int64_t)shape.size() - 1;
-  if (n > 256)
-    return nodeError("ReduceMean over an axis of " + std::to_string(n) +
-                     " entries; Strata reduces at most 256 (it sums the "
-                     "entries one op each)");
-  std::string cur = *x;
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i <= last; ++i)
-    perm.push_back(i == axis ? last : i == last ? axis : i);
-  if (axis != last) {
-    auto t = emitTmp("transpose", {cur}, {{"permutation", perm}});
-    if (!t)
-      return false;
-    cur = *t;
-  }
-  std::optional<std::string> sum = cur;
-  if (n > 1) {
-    auto parts = emit("split", {cur}, {{"axis", last}, {"num", n}}, {});
-    if (!parts)
-      return false;
-    sum = (*parts)[0];
-    for (int64_t i = 1; i < n && sum; ++i)
-      sum = emitTmp("add", {*sum, (*parts)[i]});
-  }
-  auto mean = sum ? emitTmp("scale", {*sum}, {{"factor", 1.0 / double(n)}})
-                  : std::nullopt;
-  if (!mean)
-    return false;
-  std::vector<int64_t> kept = shape;
-  kept[axis] = 1;
-  if (intAttr("keepdims", 1) == 0) {
-    kept.erase(kept.begin() + axis);
-    return emit1("reshape", {*mean}, {{"shape", kept}});
-  }
-  if (axis != last)
-    return emit1("transpose", {*mean}, {{"permutation", perm}});
-  return emit1("reshape", {*mean}, {{"shape", kept}});
+  if (intAttr("keepdims", 1) != 0)
+    return emit1("reduce_mean", {*x}, {{"axis", axis}});
+  auto mean = emitTmp("reduce_mean", {*x}, {{"axis", axis}});
+  shape.erase(shape.begin() + axis);
+  return mean && emit1("reshape", {*mean}, {{"shape", shape}});
 }
 
 static int64_t gcd(int64_t a, int64_t b) { return b == 0 ? a : gcd(b, a % b); }

@@ -430,6 +430,21 @@ Err inferRepeatInterleave(const std::vector<TensorType> &in,
   return std::nullopt;
 }
 
+/// reduce_mean: a float x, the axis kept with size 1.
+Err inferReduceMean(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                    std::vector<TensorType> &out) {
+  const TensorType &x = in[0];
+  if (Err e = requireFloat(x, "x"))
+    return e;
+  int64_t axis;
+  if (Err e = readAxis(attrs, x, axis))
+    return e;
+  TensorType result = x;
+  result.shape[axis] = 1;
+  out = {result};
+  return std::nullopt;
+}
+
 Err inferCausalAttention(const std::vector<TensorType> &in,
                          const OpAttrs &attrs, std::vector<TensorType> &out) {
   const TensorType &q = in[0], &k = in[1], &v = in[2];
@@ -583,6 +598,13 @@ std::vector<OpRule> buildRules() {
        inferUnaryKind,
        "f(x) elementwise, kind: sqrt, reciprocal, erf, tanh, sigmoid, exp, "
        "neg"},
+      {"reduce_mean",
+       {"x"},
+       false,
+       1,
+       {{"axis", AttrKind::Int, std::nullopt}},
+       inferReduceMean,
+       "mean over dim axis, kept with size 1"},
       {"silu_mul",
        {"gate", "up"},
        false,

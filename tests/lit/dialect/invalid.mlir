@@ -149,3 +149,12 @@ func.func @unary_kind(%x: tensor<4xf32>) {
   %0 = strata.unary %x {kind = "cos"} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @reduce_mean_axis(%x: tensor<4xf32>) {
+  // expected-error @+2 {{'strata.reduce_mean' axis 1 is out of range for a tensor of rank 1}}
+  // expected-error @+1 {{op failed to infer returned types}}
+  %0 = strata.reduce_mean %x {axis = 1 : i64} : (tensor<4xf32>) -> tensor<1xf32>
+  return
+}

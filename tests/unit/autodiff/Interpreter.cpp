@@ -319,6 +319,31 @@ private:
         .Case([&](ElementwiseUnaryGradOp o) {
           return evalActivationGrad(o, unaryReferenceDerivative(o.getKind()));
         })
+        .Case([&](ReduceMeanOp o) {
+          const Tensor &x = get(o.getInput());
+          int64_t axis = o.getNormalizedAxis(), n = x.shape[axis];
+          int64_t inner = product({x.shape.begin() + axis + 1, x.shape.end()});
+          std::vector<int64_t> dims = x.shape;
+          dims[axis] = 1;
+          Tensor y(dims);
+          for (int64_t i = 0; i < x.numElements(); ++i)
+            y.data[(i / (n * inner)) * inner + i % inner] += x.data[i] / n;
+          return set(o.getResult(), std::move(y));
+        })
+        .Case([&](ReduceMeanGradOp o) {
+          const Tensor &g = get(o.getGrad());
+          int64_t axis = static_cast<int64_t>(o.getAxis());
+          if (axis < 0)
+            axis += g.rank();
+          int64_t n = o.getSize();
+          int64_t inner = product({g.shape.begin() + axis + 1, g.shape.end()});
+          std::vector<int64_t> dims = g.shape;
+          dims[axis] = n;
+          Tensor dx(dims);
+          for (int64_t i = 0; i < dx.numElements(); ++i)
+            dx.data[i] = g.data[(i / (n * inner)) * inner + i % inner] / n;
+          return set(o.getResult(), std::move(dx));
+        })
         .Case([&](SiluOp o) { return evalUnary(o, silu); })
         .Case(
             [&](SiluGradOp o) { return evalActivationGrad(o, siluDerivative); })
