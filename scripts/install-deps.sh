@@ -22,6 +22,8 @@ PACKAGES=(
   zlib1g-dev
   # the independent reference implementation used by end-to-end tests and benchmarks
   python3-torch python3-numpy
+  # ONNX import (optional at configure time) and the ONNX backend node tests
+  libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   # fuzzing (scripts/fuzz.sh): libFuzzer with ASan + UBSan
   clang-19 libclang-rt-19-dev
 )

@@ -19,6 +19,7 @@
 #include "compiler/emit/MemoryPlan.h"
 #include "compiler/emit/ProgramEmitter.h"
 #include "runtime/format/OpSchema.h"
+#include "runtime/kernels/UnaryMath.h"
 #include "runtime/support/Error.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -27,6 +28,27 @@ using namespace strata;
 using namespace strata::emit;
 
 namespace strata::emit {
+
+/// strata.unary's kind as its runtime code (the op's verifier has checked
+/// the name).
+static int64_t unaryKindCode(StringRef kind) {
+  return kernels::unaryKindCode(std::string_view(kind.data(), kind.size()));
+}
+
+static int64_t tensorRank(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
+
+/// [outer, n, inner] of `v` around dimension `axis`.
+static std::array<int64_t, 3> shapeAroundAxis(Value v, int64_t axis) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  for (int64_t d = axis + 1; d < int64_t(shape.size()); ++d)
+    inner *= shape[d];
+  return {outer, shape[axis], inner};
+}
 
 /// Routes the gradient `v` of a parameter into its gradient buffer `grad`.
 /// Single-use values computed by accumulating kernels write there directly;
@@ -384,6 +406,41 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             emit(isa<GeluGradOp>(g) ? rtf::Opcode::GeluBwd
                                     : rtf::Opcode::ReluBwd,
                  {operand(g.getInput()), operand(g.getGrad()), o});
+            return success();
+          })
+          .Case([&](ElementwiseUnaryOp u) -> LogicalResult {
+            STRATA_OUT(o, u.getResult());
+            emit(rtf::Opcode::UnaryFwd, {operand(u.getInput()), o},
+                 {unaryKindCode(u.getKind())});
+            return success();
+          })
+          .Case([&](ElementwiseUnaryGradOp u) -> LogicalResult {
+            STRATA_OUT(o, u.getResult());
+            emit(rtf::Opcode::UnaryBwd,
+                 {operand(u.getInput()), operand(u.getGrad()), o},
+                 {unaryKindCode(u.getKind())});
+            return success();
+          })
+          .Case([&](ReduceMeanOp r) -> LogicalResult {
+            // The sum over the axis (repeat_interleave's backward with one
+            // entry repeated n times), then times 1/n in place.
+            STRATA_OUT(o, r.getResult());
+            auto [outer, n, inner] =
+                shapeAroundAxis(r.getInput(), r.getNormalizedAxis());
+            emit(rtf::Opcode::RepeatInterleaveBwd, {operand(r.getInput()), o},
+                 {outer, 1, n, inner});
+            emit(rtf::Opcode::Scale, {o, o}, {}, {1.0 / double(n)});
+            return success();
+          })
+          .Case([&](ReduceMeanGradOp r) -> LogicalResult {
+            STRATA_OUT(o, r.getResult());
+            int64_t axis = static_cast<int64_t>(r.getAxis());
+            if (axis < 0)
+              axis += tensorRank(r.getGrad());
+            auto [outer, n, inner] = shapeAroundAxis(r.getResult(), axis);
+            emit(rtf::Opcode::RepeatInterleave, {operand(r.getGrad()), o},
+                 {outer, 1, n, inner});
+            emit(rtf::Opcode::Scale, {o, o}, {}, {1.0 / double(n)});
             return success();
           })
           .Case([&](LayerNormOp l) -> LogicalResult {

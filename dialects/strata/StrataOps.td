@@ -1051,4 +1051,86 @@ def Strata_CastOp : Strata_Op<"cast",
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Elementwise functions of ONNX imports (helper onnx)
+//===----------------------------------------------------------------------===//
+
+def Strata_ElementwiseUnaryOp : Strata_ForwardOp<"unary"> {
+  let summary = "an elementwise function named by its kind";
+  let description = [{
+    `result = f(input)` elementwise, f named by `kind`: `sqrt`, `reciprocal`
+    (1/x), `erf`, `tanh`, `sigmoid` (1/(1+exp(-x))), `exp` or `neg` (-x).
+    The result has the input's shape and type. Its gradient is
+    `strata.unary_grad` of the same kind, which recomputes f'(x) from the
+    input. Graph specs and ONNX imports write it `op: unary` with
+    `attrs: {kind: erf}`.
+
+    ```mlir
+    %y = strata.unary %x {kind = "erf"} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, StrAttr:$kind);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Strata_ElementwiseUnaryGradOp : Strata_ShapeOp<"unary_grad"> {
+  let summary = "gradient of strata.unary";
+  let description = [{
+    `result = grad * f'(input)` for the f of `kind` (as `strata.unary`),
+    where `input` is the forward op's input.
+
+    ```mlir
+    %dx = strata.unary_grad %dy, %x {kind = "erf"} : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, Strata_FloatTensor:$input,
+                       StrAttr:$kind);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Strata_ReduceMeanOp : Strata_ForwardOp<"reduce_mean"> {
+  let summary = "mean over one dimension, kept with size 1";
+  let description = [{
+    `result[..., 0, ...] = mean_i input[..., i, ...]` over dimension `axis`
+    (negative counts from the end); the result keeps that dimension with
+    size 1 (ONNX ReduceMean with keepdims; a `reshape` drops it). Its
+    sharding rule keeps the reduced dimension whole. Its gradient is
+    `strata.reduce_mean_grad`.
+
+    ```mlir
+    %m = strata.reduce_mean %x {axis = -1 : i64} : (tensor<8x64xf32>) -> tensor<8x1xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    int64_t getNormalizedAxis() {
+      int64_t axis = static_cast<int64_t>(getAxis());
+      int64_t rank = ::llvm::cast<::mlir::RankedTensorType>(
+          getInput().getType()).getRank();
+      return axis < 0 ? axis + rank : axis;
+    }
+  }];
+}
+
+def Strata_ReduceMeanGradOp : Strata_ShapeOp<"reduce_mean_grad"> {
+  let summary = "gradient of strata.reduce_mean";
+  let description = [{
+    `result[..., i, ...] = grad[..., 0, ...] / size` for i < `size` along
+    `axis`: the gradient of a mean over a dimension of `size` entries.
+
+    ```mlir
+    %dx = strata.reduce_mean_grad %dm {axis = 1 : i64, size = 64 : i64} : (tensor<8x1xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$grad, I64Attr:$axis, I64Attr:$size);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // STRATA_OPS_TD

@@ -308,7 +308,7 @@ ShardingRule ruleOf(Operation *op) {
       .Case<BiasAddOp>([](auto o) { return featureRule(o, false); })
       .Case<LayerNormOp, RmsNormOp>([](auto o) { return featureRule(o, true); })
       .Case<AddOp, MulOp, ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp,
-            AllReduceOp, ReplicateOp, CastOp>(
+            AllReduceOp, ReplicateOp, CastOp, ElementwiseUnaryOp>(
           [](auto o) { return elementwise(o); })
       .Case([&](SoftmaxOp o) {
         int64_t l = last(o.getInput());
@@ -352,6 +352,18 @@ ShardingRule ruleOf(Operation *op) {
         b.rule.results = {t};
         return b.rule;
       })
+      .Case([](ReduceMeanOp o) {
+        // The other dims shared factors; the reduced one whole (the kernel
+        // divides by the size it holds, so a shard's mean is not a partial
+        // sum of the global one).
+        RuleBuilder b;
+        ShardingRule::TensorFactors x =
+            b.fresh(shapeOf(o.getInput()), {o.getNormalizedAxis()});
+        ShardingRule::TensorFactors y = x;
+        b.rule.operands = {x};
+        b.rule.results = {y};
+        return b.rule;
+      })
       .Case([](ConstantOp o) {
         RuleBuilder b;
         b.rule.results = {b.fresh(shapeOf(o.getResult()))};
@@ -377,7 +389,8 @@ void attachShardingRules(MLIRContext *ctx) {
          ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp, AllReduceOp, ReplicateOp,
          SoftmaxOp, RotaryEmbeddingOp, ReshapeOp, TransposeOp,
          RepeatInterleaveOp, SplitOp, ConcatOp, SliceOp, ConstantOp,
-         CrossEntropyOp, CausalAttentionOp, CastOp>(ctx);
+         CrossEntropyOp, CausalAttentionOp, CastOp, ElementwiseUnaryOp,
+         ReduceMeanOp>(ctx);
 }
 
 } // namespace strata

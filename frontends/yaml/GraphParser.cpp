@@ -122,6 +122,10 @@ std::optional<AttrValue> readAttr(SpecReader &r, const YamlNode *n,
     if (auto v = r.readBool(n, what))
       return AttrValue(*v);
     return std::nullopt;
+  case AttrKind::String:
+    if (auto v = r.readString(n, what))
+      return AttrValue(*v);
+    return std::nullopt;
   case AttrKind::Int:
     if (auto v = r.readInt(n, what, -kMaxElements, kMaxElements))
       return AttrValue(*v);

@@ -10,6 +10,7 @@
 #include "frontends/yaml/GraphShapes.h"
 
 #include "frontends/yaml/YamlFields.h"
+#include "runtime/kernels/UnaryMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -180,6 +181,20 @@ Err inferUnaryFloat(const std::vector<TensorType> &in, const OpAttrs &,
     return e;
   out = {in[0]};
   return std::nullopt;
+}
+
+/// unary: a float x and a kind the kernels know.
+Err inferUnaryKind(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                   std::vector<TensorType> &out) {
+  const std::string &kind = std::get<std::string>(attrs.at("kind"));
+  if (kernels::unaryKindCode(kind) < 0) {
+    std::string names;
+    for (std::string_view n : kernels::kUnaryKindNames)
+      names += (names.empty() ? "" : ", ") + std::string(n);
+    return "kind '" + kind + "' is not a unary function; expected one of " +
+           names;
+  }
+  return inferUnaryFloat(in, attrs, out);
 }
 
 /// layer_norm and rms_norm: x [..., N], then vectors [N] (`names`), and a
@@ -415,6 +430,21 @@ Err inferRepeatInterleave(const std::vector<TensorType> &in,
   return std::nullopt;
 }
 
+/// reduce_mean: a float x, the axis kept with size 1.
+Err inferReduceMean(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                    std::vector<TensorType> &out) {
+  const TensorType &x = in[0];
+  if (Err e = requireFloat(x, "x"))
+    return e;
+  int64_t axis;
+  if (Err e = readAxis(attrs, x, axis))
+    return e;
+  TensorType result = x;
+  result.shape[axis] = 1;
+  out = {result};
+  return std::nullopt;
+}
+
 Err inferCausalAttention(const std::vector<TensorType> &in,
                          const OpAttrs &attrs, std::vector<TensorType> &out) {
   const TensorType &q = in[0], &k = in[1], &v = in[2];
@@ -560,6 +590,21 @@ std::vector<OpRule> buildRules() {
        inferRotary,
        "rotary position embedding of x[..., S, D] (rotate_half convention)"},
       {"silu", {"x"}, false, 1, {}, inferUnaryFloat, "x * sigmoid(x)"},
+      {"unary",
+       {"x"},
+       false,
+       1,
+       {{"kind", AttrKind::String, std::nullopt}},
+       inferUnaryKind,
+       "f(x) elementwise, kind: sqrt, reciprocal, erf, tanh, sigmoid, exp, "
+       "neg"},
+      {"reduce_mean",
+       {"x"},
+       false,
+       1,
+       {{"axis", AttrKind::Int, std::nullopt}},
+       inferReduceMean,
+       "mean over dim axis, kept with size 1"},
       {"silu_mul",
        {"gate", "up"},
        false,
@@ -597,6 +642,8 @@ bool attrHasKind(const AttrValue &v, AttrKind kind) {
   case AttrKind::IntList:
   case AttrKind::Shape:
     return std::holds_alternative<std::vector<int64_t>>(v);
+  case AttrKind::String:
+    return std::holds_alternative<std::string>(v);
   }
   return false;
 }
@@ -613,6 +660,8 @@ const char *attrKindName(AttrKind kind) {
     return "a list of integers";
   case AttrKind::Shape:
     return "a list of dims";
+  case AttrKind::String:
+    return "a name";
   }
   return "a value";
 }

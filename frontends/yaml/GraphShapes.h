@@ -29,6 +29,8 @@ enum class AttrKind {
   /// A list of dims where the string `batch` stands for ModelSpec::batch and
   /// one entry may be -1 (reshape's `shape`).
   Shape,
+  /// A name (strata.unary's `kind`).
+  String,
 };
 
 struct AttrSpec {

@@ -431,10 +431,77 @@ std::optional<ModelSpec> loadFromDocument(SpecReader &r,
 
 } // namespace
 
+static bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::optional<OnnxSidecar> loadOnnxSidecar(const std::string &onnxPath,
+                                           std::vector<Diagnostic> &diags,
+                                           const LoadOptions &options) {
+  OnnxSidecar side;
+  side.path = onnxPath.substr(0, onnxPath.size() - 5) + ".yaml";
+  try {
+    std::string text;
+    if (!readSpecFile(side.path, text, diags)) {
+      diags.back().message +=
+          " (an ONNX model needs a YAML file beside it naming its logits "
+          "output: 'onnx: {logits: NAME}' and an optional 'training:' "
+          "section; docs/model-spec.md)";
+      return std::nullopt;
+    }
+    std::unique_ptr<YamlDocument> doc =
+        parseYamlDocument(side.path, text, diags);
+    if (!doc)
+      return std::nullopt;
+    SpecReader r(side.path, diags);
+    const YamlNode *root = doc->root;
+    if (!root || !root->isMap()) {
+      r.error(SourceLoc{side.path, 1, 1},
+              "expected a mapping with an 'onnx:' section (logits, tokens) "
+              "and an optional 'training:' section");
+      return std::nullopt;
+    }
+    MapReader top(r, root, "the top level", {"onnx", "training"});
+    if (const YamlNode *training = top.find("training"))
+      readTraining(r, training, side.training);
+    side.batch = options.batch.value_or(
+        side.training.microBatch.value_or(side.training.globalBatch));
+    if (const YamlNode *onnx =
+            top.require("onnx", "'onnx: {logits: NAME}' naming the ONNX "
+                                "output the loss is taken of")) {
+      MapReader m(r, onnx, "'onnx'", {"logits", "tokens"});
+      if (m.valid()) {
+        if (const YamlNode *n = m.require(
+                "logits", "the name of the ONNX graph output holding the "
+                          "logits [batch, seq, vocab]")) {
+          side.logitsLoc = r.loc(n);
+          if (auto v = r.readString(n, "'logits'"))
+            side.logits = *v;
+        }
+        if (const YamlNode *n = m.find("tokens")) {
+          side.tokensLoc = r.loc(n);
+          if (auto v = r.readString(n, "'tokens'"))
+            side.tokens = *v;
+        }
+      }
+    }
+    if (r.failed())
+      return std::nullopt;
+    return side;
+  } catch (const std::exception &e) {
+    diags.push_back(Diagnostic{SourceLoc{side.path, 0, 0},
+                               std::string("cannot load: ") + e.what()});
+  }
+  return std::nullopt;
+}
+
 std::optional<ModelSpec> loadModelSpec(const std::string &path,
                                        std::vector<Diagnostic> &diags,
                                        const std::string *contents,
                                        const LoadOptions &options) {
+  if (!contents && endsWith(path, ".onnx"))
+    return loadOnnxModel(path, diags, options);
   try {
     std::string text;
     if (contents) {

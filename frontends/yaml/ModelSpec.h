@@ -201,6 +201,36 @@ std::optional<ModelSpec> loadModelSpec(const std::string &path,
                                        const std::string *contents = nullptr,
                                        const LoadOptions &options = {});
 
+/// The YAML file beside an ONNX model (`model.onnx` -> `model.yaml`;
+/// docs/model-spec.md, "ONNX models"): which ONNX values are the token ids
+/// and the logits, and the `training:` section.
+struct OnnxSidecar {
+  std::string path;          ///< the YAML file
+  std::string tokens;        ///< ONNX graph input holding token ids ("": the only one)
+  std::string logits;        ///< ONNX graph output the loss is taken of
+  SourceLoc tokensLoc, logitsLoc;
+  TrainingSpec training;
+  int64_t batch = 0;         ///< as ModelSpec::batch
+};
+
+/// Reads the sidecar of the ONNX model at `onnxPath`. On failure returns
+/// nullopt after appending located diagnostics.
+std::optional<OnnxSidecar> loadOnnxSidecar(const std::string &onnxPath,
+                                           std::vector<Diagnostic> &diags,
+                                           const LoadOptions &options = {});
+
+/// Loads an ONNX model (with its sidecar) as an explicit graph
+/// (frontends/onnx/OnnxImport.cpp); loadModelSpec calls it for `*.onnx`.
+std::optional<ModelSpec> loadOnnxModel(const std::string &path,
+                                       std::vector<Diagnostic> &diags,
+                                       const LoadOptions &options = {});
+
+/// The exported initial values of an ONNX model's parameters (float32,
+/// row-major) by parameter name, in the graph's parameter order: what
+/// `strata import model.onnx --weights-out FILE` writes for `--init`.
+std::optional<std::vector<std::pair<std::string, std::vector<float>>>>
+loadOnnxWeights(const std::string &path, std::vector<Diagnostic> &diags);
+
 } // namespace strata::frontend
 
 #endif // STRATA_FRONTENDS_YAML_MODELSPEC_H

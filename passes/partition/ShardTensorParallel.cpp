@@ -441,7 +441,8 @@ LogicalResult ShardTensorParallelPass::shardSequence(func::FuncOp forward) {
                 operand.set(replicate(operand.get(), op));
               return true;
             })
-            .Case<GeluOp, ReluOp, SiluOp, ScaleOp>([&](auto) { return true; })
+            .Case<GeluOp, ReluOp, SiluOp, ScaleOp, ElementwiseUnaryOp>(
+                [&](auto) { return true; })
             .Default([&](Operation *) { return false; });
     if (!ok)
       return op->emitError()

@@ -49,9 +49,10 @@ int64_t product(ArrayRef<int64_t> dims) {
 
 /// Ops a block may hold between its columns and its row.
 bool isLocalOp(Operation *op) {
-  return isa<BiasAddOp, GeluOp, ReluOp, SiluOp, ScaleOp, AddOp, MulOp,
-             SiluMulOp, SoftmaxOp, ReshapeOp, TransposeOp, SplitOp, MatmulOp,
-             RotaryEmbeddingOp, RepeatInterleaveOp, CausalAttentionOp>(op);
+  return isa<BiasAddOp, GeluOp, ReluOp, SiluOp, ScaleOp, ElementwiseUnaryOp,
+             AddOp, MulOp, SiluMulOp, SoftmaxOp, ReshapeOp, TransposeOp,
+             SplitOp, MatmulOp, RotaryEmbeddingOp, RepeatInterleaveOp,
+             CausalAttentionOp>(op);
 }
 
 /// A column candidate: a matmul by a rank-2 parameter read by nothing else.
@@ -67,7 +68,7 @@ MatmulOp producingColumn(Value v) {
     if (auto mm = dyn_cast<MatmulOp>(def))
       return isColumnMatmul(mm) ? mm : nullptr;
     if (!isa<ReshapeOp, TransposeOp, RotaryEmbeddingOp, RepeatInterleaveOp,
-             GeluOp, ReluOp, SiluOp, ScaleOp>(def))
+             GeluOp, ReluOp, SiluOp, ScaleOp, ElementwiseUnaryOp>(def))
       return nullptr;
     v = def->getOperand(0);
   }
@@ -111,7 +112,8 @@ LogicalResult propagate(ParallelBlock &block) {
     int64_t rank = tensorType(op->getOperand(0)).getRank();
     std::optional<Split> out =
         llvm::TypeSwitch<Operation *, std::optional<Split>>(op)
-            .Case<GeluOp, ReluOp, SiluOp, ScaleOp>([&](auto) { return in; })
+            .Case<GeluOp, ReluOp, SiluOp, ScaleOp, ElementwiseUnaryOp>(
+                [&](auto) { return in; })
             .Case([&](BiasAddOp b) -> std::optional<Split> {
               // Only a column's bias, on the column output's layout, is
               // split with the column weight's view.

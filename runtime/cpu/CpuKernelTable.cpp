@@ -301,6 +301,12 @@ void runSiluBwd(const B &b, const C &) {
   else
     siluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
+void runUnaryFwd(const B &b, const C &) {
+  unaryFwd(b.attr(0), b.f32(0), b.f32(1), b.elements[0]);
+}
+void runUnaryBwd(const B &b, const C &) {
+  unaryBwd(b.attr(0), b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
+}
 void runSiluMulFwd(const B &b, const C &) {
   if (b.isBf16(0))
     siluMulFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
@@ -471,6 +477,8 @@ constexpr Entry kEntries[] = {
     {Opcode::SiluFwd, runSiluFwd},
     {Opcode::SiluBwd, runSiluBwd},
     {Opcode::SiluMulFwd, runSiluMulFwd},
+    {Opcode::UnaryFwd, runUnaryFwd},
+    {Opcode::UnaryBwd, runUnaryBwd},
     {Opcode::SiluMulBwd, runSiluMulBwd},
     {Opcode::RepeatInterleave, runRepeatInterleave},
     {Opcode::RepeatInterleaveBwd, runRepeatInterleaveBwd},

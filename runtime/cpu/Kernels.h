@@ -228,6 +228,12 @@ void siluMulFwd(const float *gate, const float *up, float *out, int64_t n);
 void siluMulBwd(const float *gate, const float *up, const float *dy,
                 float *dgate, float *dup, int64_t n);
 
+/// strata.unary (kind: a kernels::UnaryKind code): out = f(x); dx = dy *
+/// f'(x). `out` may be `x`.
+void unaryFwd(int64_t kind, const float *x, float *out, int64_t n);
+void unaryBwd(int64_t kind, const float *x, const float *dy, float *dx,
+              int64_t n);
+
 /// x as [outer, n, inner] -> out [outer, n * repeats, inner], each of the n
 /// entries repeated in place; the backward sums each group of repeats.
 void repeatInterleave(const float *x, float *out, int64_t outer, int64_t n,

@@ -266,6 +266,12 @@ void runRotary(const B &b, bool inverse, D &d) {
 }
 void runRotaryFwd(const B &b, const C &, D &d) { runRotary(b, false, d); }
 void runRotaryBwd(const B &b, const C &, D &d) { runRotary(b, true, d); }
+void runUnaryFwd(const B &b, const C &, D &d) {
+  unaryFwd(b.attr(0), b.f32(0), b.f32(1), b.elements[0], d.stream());
+}
+void runUnaryBwd(const B &b, const C &, D &d) {
+  unaryBwd(b.attr(0), b.f32(0), b.f32(1), b.f32(2), b.elements[0], d.stream());
+}
 void runSiluFwd(const B &b, const C &, D &d) {
   siluFwd(b.f32(0), b.f32(1), b.elements[0], d.stream());
 }
@@ -489,6 +495,8 @@ constexpr Entry kEntries[] = {
     {Opcode::RmsNormBwd, runRmsNormBwd},
     {Opcode::RotaryFwd, runRotaryFwd},
     {Opcode::RotaryBwd, runRotaryBwd},
+    {Opcode::UnaryFwd, runUnaryFwd},
+    {Opcode::UnaryBwd, runUnaryBwd},
     {Opcode::SiluFwd, runSiluFwd},
     {Opcode::SiluBwd, runSiluBwd},
     {Opcode::SiluMulFwd, runSiluMulFwd},

@@ -22,6 +22,7 @@
 #include "runtime/kernels/RotaryMath.h"
 #include "runtime/kernels/SiluMath.h"
 #include "runtime/kernels/SoftmaxMath.h"
+#include "runtime/kernels/UnaryMath.h"
 
 #include <cfloat>
 
@@ -195,6 +196,15 @@ __global__ void siluBwdKernel(const float *x, const float *dy, float *dx,
                               int64_t n) {
   STRATA_GRID_STRIDE(i, n)
   dx[i] = dy[i] * k::siluDerivative(x[i], sigmoid(x[i]));
+}
+__global__ void unaryFwdKernel(int64_t kind, const float *x, float *out,
+                               int64_t n) {
+  STRATA_GRID_STRIDE(i, n) out[i] = k::unaryValue(k::UnaryKind(kind), x[i]);
+}
+__global__ void unaryBwdKernel(int64_t kind, const float *x, const float *dy,
+                               float *dx, int64_t n) {
+  STRATA_GRID_STRIDE(i, n)
+  dx[i] = dy[i] * k::unaryDerivative(k::UnaryKind(kind), x[i]);
 }
 __global__ void siluMulFwdKernel(const float *gate, const float *up, float *out,
                                  int64_t n) {
@@ -656,6 +666,13 @@ void reluFwd(const float *x, float *out, int64_t n, Stream s) {
 }
 void reluBwd(const float *x, const float *dy, float *dx, int64_t n, Stream s) {
   STRATA_LAUNCH(reluBwdKernel, n, s)(x, dy, dx, n);
+}
+void unaryFwd(int64_t kind, const float *x, float *out, int64_t n, Stream s) {
+  STRATA_LAUNCH(unaryFwdKernel, n, s)(kind, x, out, n);
+}
+void unaryBwd(int64_t kind, const float *x, const float *dy, float *dx,
+              int64_t n, Stream s) {
+  STRATA_LAUNCH(unaryBwdKernel, n, s)(kind, x, dy, dx, n);
 }
 void siluFwd(const float *x, float *out, int64_t n, Stream s) {
   STRATA_LAUNCH(siluFwdKernel, n, s)(x, out, n);

@@ -54,6 +54,10 @@ void geluFwd(const float *x, float *out, int64_t n, Stream s);
 void geluBwd(const float *x, const float *dy, float *dx, int64_t n, Stream s);
 void reluFwd(const float *x, float *out, int64_t n, Stream s);
 void reluBwd(const float *x, const float *dy, float *dx, int64_t n, Stream s);
+/// strata.unary, kind a kernels::UnaryKind code (runtime/kernels/UnaryMath.h).
+void unaryFwd(int64_t kind, const float *x, float *out, int64_t n, Stream s);
+void unaryBwd(int64_t kind, const float *x, const float *dy, float *dx,
+              int64_t n, Stream s);
 void siluFwd(const float *x, float *out, int64_t n, Stream s);
 void siluBwd(const float *x, const float *dy, float *dx, int64_t n, Stream s);
 void siluMulFwd(const float *gate, const float *up, float *out, int64_t n,

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/format/OpSchema.h"
+#include "runtime/kernels/UnaryMath.h"
 
 #include <algorithm>
 #include <sstream>
@@ -15,6 +16,7 @@ namespace {
 
 constexpr int64_t kMaxDim = int64_t(1) << 40;
 constexpr int64_t kMaxElements = int64_t(1) << 56;
+constexpr int64_t kUnaryKinds = kernels::kNumUnaryKinds;
 
 /// Product of dims, or -1 on overflow (so it never matches a buffer size).
 int64_t product(std::initializer_list<int64_t> dims) {
@@ -41,6 +43,17 @@ bool verifySameSize(VerifyContext &ctx) {
 }
 
 bool verifyAny(VerifyContext &) { return true; }
+
+/// unary_fwd / unary_bwd: elementwise, and a kind the kernels know.
+bool verifyUnary(VerifyContext &ctx) {
+  if (attr(ctx, 0) < 0 || attr(ctx, 0) >= kUnaryKinds) {
+    ctx.error = "kind " + std::to_string(attr(ctx, 0)) +
+                " is not a unary function (expected 0.." +
+                std::to_string(kUnaryKinds - 1) + ")";
+    return false;
+  }
+  return verifySameSize(ctx);
+}
 
 /// convert: float32 <-> bfloat16 (or a copy within one of them).
 bool verifyConvert(VerifyContext &ctx) {
@@ -555,6 +568,8 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::SiluBwd, "silu_bwd", {{"x", In, F32}, {"dy", In, F32}, {"dx", Out, F32}}, false, {}, false, {}, true, verifySameSize});
   add({Opcode::SiluMulFwd, "silu_mul_fwd", {{"gate", In, F32}, {"up", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
   add({Opcode::SiluMulBwd, "silu_mul_bwd", {{"gate", In, F32}, {"up", In, F32}, {"dy", In, F32}, {"dgate", Out, F32}, {"dup", Out, F32}}, false, {}, false, {}, true, verifySameSize});
+  add({Opcode::UnaryFwd, "unary_fwd", {{"x", In, F32}, {"out", Out, F32}}, false, {"kind"}, false, {}, true, verifyUnary});
+  add({Opcode::UnaryBwd, "unary_bwd", {{"x", In, F32}, {"dy", In, F32}, {"dx", Out, F32}}, false, {"kind"}, false, {}, true, verifyUnary});
   add({Opcode::RepeatInterleave, "repeat_interleave", {{"x", In, F32}, {"out", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatFwd});
   add({Opcode::RepeatInterleaveBwd, "repeat_interleave_bwd", {{"dy", In, F32}, {"dx", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatBwd});
   add({Opcode::RotaryAtPosition, "rotary_at_position", {{"x", In, F32}, {"out", Out, F32}}, false, {"dim"}, false, {"theta"}, true, verifyRotaryAtPosition});

@@ -18,3 +18,11 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 
 config.substitutions.append(("%examples", os.path.join(config.strata_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
+
+# ONNX import (built only with libonnx-dev): tests say `REQUIRES: onnx` and
+# write their models as text protos that %onnx-encode turns into .onnx files.
+if getattr(config, "strata_onnx", "OFF") == "ON":
+    config.available_features.add("onnx")
+    config.substitutions.append(
+        ("%onnx-encode", "protoc --encode=onnx.ModelProto -I%s onnx/onnx.proto"
+         % config.onnx_include_dir))

@@ -141,3 +141,20 @@ func.func @param_init() {
   return
 }
 
+
+// -----
+
+func.func @unary_kind(%x: tensor<4xf32>) {
+  // expected-error @+1 {{kind 'cos' is not a unary function; expected one of sqrt, reciprocal, erf, tanh, sigmoid, exp, neg}}
+  %0 = strata.unary %x {kind = "cos"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_mean_axis(%x: tensor<4xf32>) {
+  // expected-error @+2 {{'strata.reduce_mean' axis 1 is out of range for a tensor of rank 1}}
+  // expected-error @+1 {{op failed to infer returned types}}
+  %0 = strata.reduce_mean %x {axis = 1 : i64} : (tensor<4xf32>) -> tensor<1xf32>
+  return
+}

@@ -56,3 +56,22 @@ func.func @all_ops() -> tensor<f32> {
   %loss = strata.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// strata.unary and its gradient (helper onnx).
+// CHECK-LABEL: func.func @unary
+func.func @unary(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // CHECK: strata.unary %{{.*}} {kind = "erf"} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %y = strata.unary %x {kind = "erf"} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  // CHECK: strata.unary_grad %{{.*}}, %{{.*}} {kind = "sqrt"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %dx = strata.unary_grad %dy, %y {kind = "sqrt"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %dx : tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @reduce_mean
+func.func @reduce_mean(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // CHECK: strata.reduce_mean %{{.*}} {axis = -1 : i64} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  %m = strata.reduce_mean %x {axis = -1 : i64} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  // CHECK: strata.reduce_mean_grad %{{.*}} {axis = 1 : i64, size = 4 : i64} : (tensor<2x1xf32>) -> tensor<2x4xf32>
+  %dx = strata.reduce_mean_grad %m {axis = 1 : i64, size = 4 : i64} : (tensor<2x1xf32>) -> tensor<2x4xf32>
+  return %dx : tensor<2x4xf32>
+}

@@ -454,6 +454,53 @@ TEST(GradientCheck, SiluAndSiluMul) {
                                       {4, 5}));
 }
 
+TEST(GradientCheck, UnaryOfEveryKind) {
+  // sqrt and reciprocal of exp(2x), so their inputs are positive; the
+  // others of 2x.
+  for (std::string kind :
+       {"sqrt", "reciprocal", "erf", "tanh", "sigmoid", "exp", "neg"}) {
+    SCOPED_TRACE(kind);
+    bool positive = kind == "sqrt" || kind == "reciprocal";
+    std::string body = substitute(R"(
+  %x = strata.param "x" : tensor<4x5xf64>
+  %s = strata.scale %x {factor = 2.0 : f64} : (tensor<4x5xf64>) -> tensor<4x5xf64>
+  %e = strata.unary %s {kind = "exp"} : (tensor<4x5xf64>) -> tensor<4x5xf64>
+  %out = strata.unary $IN {kind = "$OP"} : (tensor<4x5xf64>) -> tensor<4x5xf64>)",
+                                  kind);
+    body.replace(body.find("$IN"), 3, positive ? "%e" : "%s");
+    expectGradientsMatch(crossEntropyOf(body, {4, 5}));
+  }
+}
+
+TEST(GradientCheck, ReduceMeanOverEachAxis) {
+  // The mean times a parameter, so every entry's gradient differs.
+  for (const char *axis : {"0", "1", "-1"}) {
+    SCOPED_TRACE(axis);
+    std::string body = substitute(R"(
+  %x = strata.param "x" : tensor<3x4x5xf64>
+  %m = strata.reduce_mean %x {axis = $OP : i64} : (tensor<3x4x5xf64>) -> $MEAN
+  %w = strata.param "w" : $MEAN
+  %p = strata.mul %m, %w : ($MEAN, $MEAN) -> $MEAN
+  %out = strata.reshape %p : ($MEAN) -> $OUT)",
+                                  axis);
+    std::string mean = std::string(axis) == "0"   ? "tensor<1x4x5xf64>"
+                       : std::string(axis) == "1" ? "tensor<3x1x5xf64>"
+                                                  : "tensor<3x4x1xf64>";
+    for (size_t at = body.find("$MEAN"); at != std::string::npos;
+         at = body.find("$MEAN"))
+      body.replace(at, 5, mean);
+    // Over the last axis the classes are the 4 means of each row.
+    bool last = std::string(axis) == "-1";
+    std::vector<int64_t> outShape =
+        last ? std::vector<int64_t>{3, 4}
+             : std::vector<int64_t>{std::string(axis) == "0" ? 1 : 3,
+                                    std::string(axis) == "1" ? 1 : 4, 5};
+    std::string out = f64(outShape);
+    body.replace(body.find("$OUT"), 4, out);
+    expectGradientsMatch(crossEntropyOf(body, outShape));
+  }
+}
+
 TEST(GradientCheck, SiluMulOfAValueWithItself) {
   expectGradientsMatch(crossEntropyOf(R"(
   %x = strata.param "x" : tensor<4x5xf64>

@@ -11,6 +11,7 @@
 
 #include "tests/unit/autodiff/AttentionReference.h"
 #include "tests/unit/autodiff/LlamaOpsReference.h"
+#include "tests/unit/autodiff/UnaryReference.h"
 
 #include "dialects/strata/StrataOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -311,6 +312,37 @@ private:
         .Case([&](RotaryEmbeddingGradOp o) {
           return set(o.getResult(), rotary(get(o.getGrad()),
                                            o.getTheta().convertToDouble(), -1));
+        })
+        .Case([&](ElementwiseUnaryOp o) {
+          return evalUnary(o, unaryReference(o.getKind()));
+        })
+        .Case([&](ElementwiseUnaryGradOp o) {
+          return evalActivationGrad(o, unaryReferenceDerivative(o.getKind()));
+        })
+        .Case([&](ReduceMeanOp o) {
+          const Tensor &x = get(o.getInput());
+          int64_t axis = o.getNormalizedAxis(), n = x.shape[axis];
+          int64_t inner = product({x.shape.begin() + axis + 1, x.shape.end()});
+          std::vector<int64_t> dims = x.shape;
+          dims[axis] = 1;
+          Tensor y(dims);
+          for (int64_t i = 0; i < x.numElements(); ++i)
+            y.data[(i / (n * inner)) * inner + i % inner] += x.data[i] / n;
+          return set(o.getResult(), std::move(y));
+        })
+        .Case([&](ReduceMeanGradOp o) {
+          const Tensor &g = get(o.getGrad());
+          int64_t axis = static_cast<int64_t>(o.getAxis());
+          if (axis < 0)
+            axis += g.rank();
+          int64_t n = o.getSize();
+          int64_t inner = product({g.shape.begin() + axis + 1, g.shape.end()});
+          std::vector<int64_t> dims = g.shape;
+          dims[axis] = n;
+          Tensor dx(dims);
+          for (int64_t i = 0; i < dx.numElements(); ++i)
+            dx.data[i] = g.data[(i / (n * inner)) * inner + i % inner] / n;
+          return set(o.getResult(), std::move(dx));
         })
         .Case([&](SiluOp o) { return evalUnary(o, silu); })
         .Case(

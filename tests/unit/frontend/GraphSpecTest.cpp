@@ -172,7 +172,10 @@ TEST(OpRules, Attributes) {
   attrs = {};
   EXPECT_EQ(*completeOpAttrs(*findOpRule("scale"), attrs),
             "scale needs the attribute 'factor' (a number)");
-  EXPECT_EQ(opRules().size(), 21u);
+  attrs = {{"kind", int64_t(1)}};
+  EXPECT_EQ(*completeOpAttrs(*findOpRule("unary"), attrs),
+            "attribute 'kind' of unary has the wrong type; expected a name");
+  EXPECT_EQ(opRules().size(), 23u);
 }
 
 const char *kGraphHead = R"(model: {family: graph}

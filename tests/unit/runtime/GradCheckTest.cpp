@@ -410,6 +410,36 @@ TEST(GradCheckTest, SiluAndSiluMul) {
       du, numericGrad([&](const Vec &v) { return swiglu(gd, v); }, ud, r));
 }
 
+TEST(GradCheckTest, UnaryOfEveryKind) {
+  const int64_t n = 70;
+  auto x = randomVector(n, 41, 2.0f), r = randomVector(n, 42);
+  std::vector<float> positive(n), y(n), dx(n);
+  for (int64_t i = 0; i < n; ++i)
+    positive[i] = 0.2f + std::fabs(x[i]);
+  const std::pair<const char *, double (*)(double)> kinds[] = {
+      {"sqrt", [](double v) { return std::sqrt(v); }},
+      {"reciprocal", [](double v) { return 1.0 / v; }},
+      {"erf", [](double v) { return std::erf(v); }},
+      {"tanh", [](double v) { return std::tanh(v); }},
+      {"sigmoid", [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
+      {"exp", [](double v) { return std::exp(v); }},
+      {"neg", [](double v) { return -v; }}};
+  for (int64_t kind = 0; kind < 7; ++kind) {
+    SCOPED_TRACE(kinds[kind].first);
+    const std::vector<float> &in = kind < 2 ? positive : x;
+    auto f = [&](const Vec &v) {
+      Vec out(v.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        out[i] = kinds[kind].second(v[i]);
+      return out;
+    };
+    cpu::unaryFwd(kind, in.data(), y.data(), n);
+    expectForwardNear(y, f(toDouble(in)), 1e-5);
+    cpu::unaryBwd(kind, in.data(), r.data(), dx.data(), n);
+    expectGradNear(dx, numericGrad(f, toDouble(in), r));
+  }
+}
+
 TEST(GradCheckTest, RepeatInterleave) {
   // [outer 2, n 3, inner 4] -> [2, 6, 4], each entry twice in a row.
   const int64_t outer = 2, n = 3, reps = 2, inner = 4;
