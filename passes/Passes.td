@@ -67,41 +67,6 @@ def StrataInsertGradientReduction
   let dependentDialects = ["::strata::StrataDialect"];
 }
 
-def StrataShardTensorParallel
-    : Pass<"strata-shard-tensor-parallel", "mlir::ModuleOp"> {
-  let summary = "Rewrites @forward into one tensor-parallel rank's share (Megatron-LM)";
-  let description = [{
-    Recognises, by their dataflow, the column-parallel -> row-parallel blocks
-    of @forward (attention: the fused QKV projection, or separate q, k and v
-    projections, sharded by heads, local attention, output projection; key
-    and value heads fewer than `tp` are replicated, each rank slicing the one
-    its query heads use; MLP: up projection (or gate and up), activation,
-    down projection), the vocabulary projection before the loss, and the
-    embeddings of the vocabulary, and rewrites @forward into what rank
-    `tp-rank` of a tensor-parallel group of `tp` ranks computes: local
-    weight shards, `strata.replicate` before and `strata.all_reduce` after
-    each block, a vocabulary-parallel embedding (`row_start` + all_reduce)
-    with the vocabulary padded to a multiple of `tp`, and logits gathered
-    over the vocabulary before the loss. With `sp`, the residual stream and
-    the layer norms run on sequence shards (Korthikanti et al. 2022):
-    all_gather before and reduce_scatter after each block.
-
-    Sharded parameters keep their checkpoint names and carry
-    `strata.global_shape` (the checkpoint shape), `strata.shard_view` (a
-    row-major view of the checkpoint in which the shard is one box) and
-    `strata.shard_start` (the box's start in the view); the parameter's type
-    is the box's shape. Boxes of a padded vocabulary extend past the view.
-  }];
-  let options = [
-    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel group size (>= 1)">,
-    Option<"tpRank", "tp-rank", "int64_t", "0",
-           "This rank's index in the tensor-parallel group, in [0, tp)">,
-    Option<"sp", "sp", "bool", "false",
-           "Sequence parallelism: the residual stream on sequence shards">,
-  ];
-  let dependentDialects = ["::strata::StrataDialect"];
-}
-
 def StrataAssignPipelineStages
     : Pass<"strata-assign-pipeline-stages", "mlir::ModuleOp"> {
   let summary = "Assigns every op of @forward to a pipeline stage";
@@ -181,6 +146,33 @@ def StrataDecodeStep : Pass<"strata-decode-step", "mlir::ModuleOp"> {
 // Sharding by per-op rules (passes/sharding)
 //===----------------------------------------------------------------------===//
 
+def StrataSeedStatedDecisions
+    : Pass<"strata-seed-stated-decisions", "mlir::ModuleOp"> {
+  let summary = "Turns a model's stated sharding decisions into seeds for a mesh";
+  let description = [{
+    The presets state Megatron-LM's tensor-parallel decisions where they build
+    the graph: on a parameter, `strata.tp_decision` (its split per dimension
+    in strata.sharding's notation: "tp", "tp@3x4x4:1", "tp/K" for K
+    key/value heads), `strata.tp_decision_view` (the checkpoint view the
+    split is stated in) and `strata.tp_decision_padded` (the mesh need not
+    divide it: a vocabulary); on the ops whose results are the residual
+    stream, `strata.sp_decision` (its split along the sequence). For a mesh
+    axis of `mesh-size` members this writes them as `strata.sharding` (and
+    `strata.shard_view`) seeds for strata-propagate-sharding, the
+    sequence-parallel ones only with `sp`, and removes the statements. "tp/K"
+    becomes a plain split when the mesh divides K and stays "tp/K" (the
+    weight whole, mesh/K members sharing each head) when K divides the mesh.
+    Fails, naming the parameter, where the mesh divides neither or does not
+    divide a split dimension that may not be padded.
+  }];
+  let options = [
+    Option<"meshSize", "mesh-size", "int64_t", "2", "Members of the mesh axis">,
+    Option<"sp", "sp", "bool", "false",
+           "Sequence parallelism: seed the stated sequence splits too">,
+  ];
+  let dependentDialects = ["::strata::StrataDialect"];
+}
+
 def StrataPropagateSharding
     : Pass<"strata-propagate-sharding", "mlir::ModuleOp"> {
   let summary = "Spreads shardings through @forward by each op's sharding rule";
@@ -224,7 +216,11 @@ def StrataPartitionSharding
     all-to-all). A whole operand of an op that splits a factor the operand
     lacks enters through `replicate`, so the gradients autodiff builds later
     are summed over the mesh where they are partial. Split parameters keep
-    their checkpoint view (strata.shard_view, strata.shard_start).
+    their checkpoint names and carry `strata.global_shape` (the checkpoint
+    shape), `strata.shard_view` (a row-major view of the checkpoint in which
+    the shard is one box) and `strata.shard_start` (the box's start in the
+    view); the parameter's type is the box's shape. Boxes of a padded
+    vocabulary extend past the view.
   }];
   let options = [
     Option<"meshSize", "mesh-size", "int64_t", "2", "Members of the mesh axis">,

@@ -192,6 +192,10 @@ FailureOr<Operation *> ModelImporter::importOp(const GraphOp &op) {
       state.addAttribute(key, toAttr(builder, key, value));
   if (op.layer)
     state.addAttribute(kLayerAttrName, builder.getI64IntegerAttr(*op.layer));
+  if (!op.spSplit.empty())
+    state.addAttribute("strata.sp_decision",
+                       builder.getStrArrayAttr(SmallVector<StringRef>(
+                           op.spSplit.begin(), op.spSplit.end())));
 
   bool inferred = opName->hasInterface<InferTypeOpInterface>();
   if (inferred) {
@@ -344,6 +348,18 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     auto op = builder.create<ParamOp>(
         l, tensorType(p), builder.getStringAttr(p.name),
         builder.getStringAttr(init), builder.getF64FloatAttr(p.init.std));
+    // A preset's stated tensor-parallel decision
+    // (passes/sharding/SeedStatedDecisions.cpp).
+    if (!p.tpSplit.empty()) {
+      op->setAttr("strata.tp_decision",
+                  builder.getStrArrayAttr(SmallVector<StringRef>(
+                      p.tpSplit.begin(), p.tpSplit.end())));
+      if (!p.tpView.empty())
+        op->setAttr("strata.tp_decision_view",
+                    builder.getDenseI64ArrayAttr(p.tpView));
+      if (p.tpPadded)
+        op->setAttr("strata.tp_decision_padded", builder.getUnitAttr());
+    }
     if (failed(define(p.name, op, l)))
       return nullptr;
   }

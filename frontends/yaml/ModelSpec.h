@@ -122,6 +122,16 @@ struct ParamInit {
 struct GraphParam : GraphTensor {
   ParamInit init;
   std::optional<int64_t> layer; // index of the repeated block it belongs to
+  /// The tensor-parallel decision a preset states for it, per dimension in
+  /// strata.sharding's notation ("tp", "tp@3x4x4:1"; "tp/K": K key/value
+  /// heads, split plainly when tp divides K, else shared by tp/K members);
+  /// empty: replicated. Read by passes/sharding/SeedStatedDecisions.
+  std::vector<std::string> tpSplit;
+  /// The view of the checkpoint tensor the split is stated in
+  /// (strata.shard_view); empty: the parameter's own shape.
+  std::vector<int64_t> tpView;
+  /// tp need not divide the split dimension (a vocabulary, padded).
+  bool tpPadded = false;
 };
 
 /// The inferred type of a graph value (docs/model-spec.md, "Op reference").
@@ -141,6 +151,9 @@ struct GraphOp {
   /// never need to know a default.
   std::map<std::string, AttrValue> attrs;
   std::optional<int64_t> layer; // index of the repeated block it belongs to
+  /// Under sequence parallelism, the split of its (first) result a preset
+  /// states (the residual stream along the sequence); empty: none.
+  std::vector<std::string> spSplit;
   SourceLoc loc;
   /// Where each input / output name was written; empty for preset graphs
   /// (their diagnostics point at `loc`).

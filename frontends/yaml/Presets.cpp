@@ -20,6 +20,15 @@ namespace strata::frontend {
 
 namespace {
 
+/// A dimension viewed as `view` (row-major), split over "tp" along view
+/// dimension 1 (strata.sharding's "tp@3x4x4:1": the fused QKV by heads).
+std::string viewedSplit(const std::vector<int64_t> &view) {
+  std::string s = "tp@";
+  for (size_t i = 0; i < view.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(view[i]);
+  return s + ":1";
+}
+
 constexpr int64_t kMaxVocab = 2147483647; // token ids are int32
 const char *const kVocabHint = "'vocab: N', the number of distinct tokens";
 const char *const kSeqLenHint = "'seq_len: N', the tokens per sequence";
@@ -58,6 +67,25 @@ public:
     p.layer = layer;
     g.params.push_back(p);
     return name;
+  }
+
+  /// States parameter `name`'s tensor-parallel decision (GraphParam::tpSplit).
+  void decide(const std::string &name, std::vector<std::string> split,
+              std::vector<int64_t> view = {}, bool padded = false) {
+    for (GraphParam &p : g.params)
+      if (p.name == name) {
+        p.tpSplit = std::move(split);
+        p.tpView = std::move(view);
+        p.tpPadded = padded;
+      }
+  }
+
+  /// States that sequence parallelism splits `output` (the residual stream,
+  /// [batch, sequence, hidden]) along the sequence.
+  void splitSequence(const std::string &output) {
+    for (GraphOp &o : g.ops)
+      if (!o.outputs.empty() && o.outputs[0] == output)
+        o.spSplit = {"", "tp", ""};
   }
 
   std::vector<std::string> ops(const std::string &op,
@@ -378,6 +406,12 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch, const PresetLocs &locs,
                        {b.op("embedding", {wte, tokens}, "tok_emb"),
                         b.op("embedding", {wpe, positions}, "pos_emb")},
                        "embed");
+  // Megatron-LM's decisions, stated: the vocabulary-parallel embedding (and
+  // so the tied head and the loss), padded where tp does not divide it; the
+  // residual stream split along the sequence under sp.
+  b.decide(wte, {"tp", ""}, {}, /*padded=*/true);
+  b.splitSequence("tok_emb");
+  b.splitSequence("pos_emb");
 
   for (int64_t i = 0; i < c.layers; ++i) {
     b.setBlock(i, locs.layers);
@@ -393,6 +427,10 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch, const PresetLocs &locs,
                                K::Normal, initStd);
     std::string qkvB =
         b.param(p + "attn.c_attn.bias", {3 * H}, c.dtype, K::Zeros);
+    // The fused QKV projection by heads: its features viewed as
+    // [3, heads, head_dim] (the checkpoint view [hidden, 3, heads, dim]).
+    b.decide(qkvW, {"", viewedSplit({3, nh, hd})}, {H, 3, nh, hd});
+    b.decide(qkvB, {viewedSplit({3, nh, hd})}, {3, nh, hd});
     std::string qkv = b.linear(ln1, qkvW, qkvB, p + "attn.qkv");
     qkv = b.op("reshape", {qkv}, p + "attn.qkv_heads",
                {{"shape", std::vector<int64_t>{B, S, 3, nh, hd}}});
@@ -428,6 +466,7 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch, const PresetLocs &locs,
     std::string projW =
         b.param(p + "attn.c_proj.weight", {H, H}, c.dtype, K::Normal, projStd);
     std::string projB = b.param(p + "attn.c_proj.bias", {H}, c.dtype, K::Zeros);
+    b.decide(projW, {"tp", ""}); // row-parallel
     std::string attn = b.linear(ctx, projW, projB, p + "attn.out");
     x = b.op("add", {x, attn}, p + "res_1");
 
@@ -435,11 +474,14 @@ Graph expandGptGraph(const GptConfig &c, int64_t batch, const PresetLocs &locs,
     std::string fcW =
         b.param(p + "mlp.c_fc.weight", {H, F}, c.dtype, K::Normal, initStd);
     std::string fcB = b.param(p + "mlp.c_fc.bias", {F}, c.dtype, K::Zeros);
+    b.decide(fcW, {"", "tp"}); // column-parallel
+    b.decide(fcB, {"tp"});
     std::string fc = b.linear(ln2, fcW, fcB, p + "mlp.fc");
     std::string act = b.op("gelu", {fc}, p + "mlp.act");
     std::string mlpW =
         b.param(p + "mlp.c_proj.weight", {F, H}, c.dtype, K::Normal, projStd);
     std::string mlpB = b.param(p + "mlp.c_proj.bias", {H}, c.dtype, K::Zeros);
+    b.decide(mlpW, {"tp", ""}); // row-parallel
     std::string mlp = b.linear(act, mlpW, mlpB, p + "mlp.out");
     x = b.op("add", {x, mlp}, p + "out");
   }
@@ -476,6 +518,8 @@ Graph expandLlamaGraph(const LlamaConfig &c, int64_t batch,
   std::string embed = b.param("model.embed_tokens.weight", {c.vocab, H},
                               c.dtype, K::Normal, initStd);
   std::string x = b.op("embedding", {embed, tokens}, "embed");
+  b.decide(embed, {"tp", ""}, {}, /*padded=*/true);
+  b.splitSequence("embed");
 
   for (int64_t i = 0; i < c.layers; ++i) {
     b.setBlock(i, locs.layers);
@@ -493,6 +537,15 @@ Graph expandLlamaGraph(const LlamaConfig &c, int64_t batch,
     std::string gateW = linear("mlp.gate_proj", F, H);
     std::string upW = linear("mlp.up_proj", F, H);
     std::string downW = linear("mlp.down_proj", H, F);
+    // Query heads split (the checkpoint view [heads, head_dim, hidden]); kv
+    // heads by group, or shared when fewer than the members ("tp/kv").
+    b.decide(qW, {"tp", ""}, {nh, hd, H});
+    for (const std::string &w : {kW, vW})
+      b.decide(w, {"tp/" + std::to_string(kvh), ""}, {kvh, hd, H});
+    b.decide(oW, {"", "tp"});
+    b.decide(gateW, {"tp", ""});
+    b.decide(upW, {"tp", ""});
+    b.decide(downW, {"", "tp"});
     std::string ln1W =
         b.param(p + "input_layernorm.weight", {H}, c.dtype, K::Ones);
     std::string ln2W =
@@ -560,6 +613,8 @@ Graph expandLlamaGraph(const LlamaConfig &c, int64_t batch,
   std::string head = c.tieEmbeddings ? embed
                                      : b.param("lm_head.weight", {c.vocab, H},
                                                c.dtype, K::Normal, initStd);
+  if (!c.tieEmbeddings)
+    b.decide(head, {"tp", ""}, {}, /*padded=*/true); // vocabulary-parallel
   std::string logits = b.linearT(x, head, "logits");
   g.outputs = {b.op("cross_entropy", {logits, targets}, "loss")};
   return g;
@@ -578,6 +633,8 @@ Graph expandMlpGraph(const MlpConfig &c, int64_t batch, const PresetLocs &locs,
   std::string embed =
       b.param("embed.weight", {c.vocab, H}, c.dtype, K::Normal, initStd);
   std::string x = b.op("embedding", {embed, tokens}, "embed");
+  b.decide(embed, {"tp", ""}, {}, /*padded=*/true);
+  b.splitSequence("embed");
   for (int64_t i = 0; i < c.layers; ++i) {
     b.setBlock(i, locs.layers);
     std::string p = "layers." + std::to_string(i) + ".";
@@ -587,6 +644,9 @@ Graph expandMlpGraph(const MlpConfig &c, int64_t batch, const PresetLocs &locs,
     std::string w2 =
         b.param(p + "fc2.weight", {F, H}, c.dtype, K::Normal, initStd);
     std::string b2 = b.param(p + "fc2.bias", {H}, c.dtype, K::Zeros);
+    b.decide(w1, {"", "tp"});
+    b.decide(b1, {"tp"});
+    b.decide(w2, {"tp", ""});
     std::string h = b.linear(x, w1, b1, p + "fc1");
     h = b.op(c.activation, {h}, p + "act");
     h = b.linear(h, w2, b2, p + "fc2");
@@ -596,6 +656,8 @@ Graph expandMlpGraph(const MlpConfig &c, int64_t batch, const PresetLocs &locs,
   std::string headW =
       b.param("head.weight", {H, c.vocab}, c.dtype, K::Normal, initStd);
   std::string headB = b.param("head.bias", {c.vocab}, c.dtype, K::Zeros);
+  b.decide(headW, {"", "tp"}, {}, /*padded=*/true); // vocabulary-parallel
+  b.decide(headB, {"tp"}, {}, /*padded=*/true);
   std::string logits = b.linear(x, headW, headB, "logits");
   g.outputs = {b.op("cross_entropy", {logits, targets}, "loss")};
   return g;

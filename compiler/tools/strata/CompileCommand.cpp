@@ -20,7 +20,6 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "passes/Passes.h"
-#include "passes/sharding/MegatronSeeds.h"
 #include "runtime/format/Bundle.h"
 #include "runtime/format/ProgramBuilder.h"
 #include "runtime/support/Error.h"
@@ -92,6 +91,11 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
   // user's stage).
   if (explicitGraph)
     stages();
+  else
+    // The presets state Megatron-LM's decisions (frontends/yaml/Presets.cpp);
+    // seeds for this tp (under tp 1 the statements are only removed).
+    os << "strata-seed-stated-decisions{mesh-size=" << plan.tp
+       << " sp=" << (plan.sp ? "true" : "false") << "},";
   if (plan.tp > 1 && explicitGraph)
     // Any graph: decisions on the matmul weights, spread and materialised by
     // the ops' sharding rules.
@@ -99,9 +103,9 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
        << " split-matmul-weights=true},strata-partition-sharding{mesh-size="
        << plan.tp << " rank=" << c.tp << "},";
   else if (plan.tp > 1)
-    // The presets: Megatron-LM's decisions (seeded below), spread and
-    // materialised by the same rules; the rank programs are those of the
-    // Megatron block rewriting (RulePartitionComparisonTest).
+    // The presets: the Megatron-LM decisions they state, spread and
+    // materialised by the same rules; the rank programs are those
+    // the Megatron block rewriting gave (RulePartitionComparisonTest).
     os << "strata-propagate-sharding{mesh-size=" << plan.tp
        << "},strata-partition-sharding{mesh-size=" << plan.tp
        << " rank=" << c.tp << "},";
@@ -121,9 +125,6 @@ mlir::LogicalResult buildRankModule(mlir::ModuleOp module,
   if (plan.dp > 1)
     os << ",strata-insert-gradient-reduction{zero=" << plan.zero
        << " bucket-bytes=" << plan.bucketBytes << "}";
-  if (plan.tp > 1 && !explicitGraph &&
-      failed(strata::seedMegatronDecisions(module, plan.tp, c.tp, plan.sp)))
-    return mlir::failure();
   mlir::PassManager pm(module->getContext(),
                        mlir::ModuleOp::getOperationName());
   if (failed(mlir::parsePassPipeline(os.str(), pm, llvm::errs())))

@@ -2,7 +2,9 @@
 //
 // Imports small gpt and mlp presets, converts them to float64, and checks
 // that for tp in {2, 4}, with and without sequence parallelism, the tp
-// programs (strata-shard-tensor-parallel per rank, then strata-autodiff),
+// programs (the presets' stated decisions seeded per rank, spread by
+// strata-propagate-sharding and materialised by strata-partition-sharding,
+// then strata-autodiff, as strata compile builds them),
 // run in lockstep on the reference interpreter with each rank's parameter
 // shards cut from one set of global weights by the shard attributes, give
 // the unsharded loss on every rank and, reassembled from the shards, the
@@ -19,6 +21,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
+#include "passes/sharding/SeedStatedDecisions.h"
 #include "passes/sharding/Sharding.h"
 
 #include <gtest/gtest.h>
@@ -138,17 +141,24 @@ protected:
     return module;
   }
 
-  /// Runs the shard pass (unless tp == 0) and autodiff on a clone.
+  /// Seeds the preset's stated decisions and runs the sharding passes
+  /// (unless tp == 0) and autodiff on a clone.
   OwningOpRef<ModuleOp> lower(ModuleOp module, int64_t tp, int64_t rank,
                               bool sp) {
     OwningOpRef<ModuleOp> clone = module.clone();
     PassManager pm(&context);
     if (tp > 0) {
-      StrataShardTensorParallelOptions options;
-      options.tp = tp;
-      options.tpRank = rank;
-      options.sp = sp;
-      pm.addPass(createStrataShardTensorParallel(options));
+      if (failed(seedStatedDecisions(*clone, tp, sp))) {
+        ADD_FAILURE() << "seeding failed for tp=" << tp;
+        return nullptr;
+      }
+      StrataPropagateShardingOptions propagate;
+      propagate.meshSize = tp;
+      pm.addPass(createStrataPropagateSharding(propagate));
+      StrataPartitionShardingOptions partition;
+      partition.meshSize = tp;
+      partition.rank = rank;
+      pm.addPass(createStrataPartitionSharding(partition));
     }
     StrataAutodiffOptions autodiff;
     autodiff.lossScale = 1.0;
@@ -647,14 +657,11 @@ TEST_F(TensorParallelTest, IndivisibleHeadsAreLocatedErrors) {
     errors.push_back(text);
     return success();
   });
-  PassManager pm(&context);
-  StrataShardTensorParallelOptions options;
-  options.tp = 3;
-  pm.addPass(createStrataShardTensorParallel(options));
-  EXPECT_TRUE(failed(pm.run(*forward)));
+  EXPECT_TRUE(failed(seedStatedDecisions(*forward, 3, false)));
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("inline.yaml\":"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("tp=3 does not divide the 4 attention heads"),
+  EXPECT_NE(errors[0].find("tp=3 does not divide the 4 parts of dimension 1 "
+                           "of parameter 'h.0.attn.c_attn.weight'"),
             std::string::npos)
       << errors[0];
 }
