@@ -50,9 +50,15 @@ int64_t product(ArrayRef<int64_t> dims) {
 /// Ops a block may hold between its columns and its row.
 bool isLocalOp(Operation *op) {
   return isa<BiasAddOp, GeluOp, ReluOp, SiluOp, ScaleOp, ElementwiseUnaryOp,
-             AddOp, MulOp, SiluMulOp, SoftmaxOp, ReshapeOp, TransposeOp,
-             SplitOp, MatmulOp, RotaryEmbeddingOp, RepeatInterleaveOp,
-             CausalAttentionOp>(op);
+             ElementwiseBinaryOp, AddOp, MulOp, SiluMulOp, SoftmaxOp, ReshapeOp,
+             TransposeOp, SplitOp, MatmulOp, RotaryEmbeddingOp,
+             RepeatInterleaveOp, CausalAttentionOp>(op);
+}
+
+/// strata.binary by a scalar (one split passes through it unchanged).
+bool isScalarBinary(Operation *op) {
+  auto b = dyn_cast<ElementwiseBinaryOp>(op);
+  return b && tensorType(b.getRhs()).getNumElements() == 1;
 }
 
 /// A column candidate: a matmul by a rank-2 parameter read by nothing else.
@@ -68,7 +74,8 @@ MatmulOp producingColumn(Value v) {
     if (auto mm = dyn_cast<MatmulOp>(def))
       return isColumnMatmul(mm) ? mm : nullptr;
     if (!isa<ReshapeOp, TransposeOp, RotaryEmbeddingOp, RepeatInterleaveOp,
-             GeluOp, ReluOp, SiluOp, ScaleOp, ElementwiseUnaryOp>(def))
+             GeluOp, ReluOp, SiluOp, ScaleOp, ElementwiseUnaryOp>(def) &&
+        !isScalarBinary(def))
       return nullptr;
     v = def->getOperand(0);
   }
@@ -121,6 +128,11 @@ LogicalResult propagate(ParallelBlock &block) {
                   block.columns[in->column].biasAdd != b)
                 return std::nullopt;
               return in;
+            })
+            .Case([&](ElementwiseBinaryOp b) -> std::optional<Split> {
+              if (isScalarBinary(b) || splitOf(b.getRhs()) == in)
+                return in;
+              return std::nullopt;
             })
             .Case<AddOp, MulOp, SiluMulOp>([&](auto) -> std::optional<Split> {
               if (splitOf(op->getOperand(1)) != in)
