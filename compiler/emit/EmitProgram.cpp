@@ -19,6 +19,7 @@
 #include "compiler/emit/MemoryPlan.h"
 #include "compiler/emit/ProgramEmitter.h"
 #include "runtime/format/OpSchema.h"
+#include "runtime/kernels/BinaryMath.h"
 #include "runtime/kernels/UnaryMath.h"
 #include "runtime/support/Error.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -412,6 +413,18 @@ LogicalResult ProgramEmitter::lowerOp(Operation *op) {
             STRATA_OUT(o, u.getResult());
             emit(rtf::Opcode::UnaryFwd, {operand(u.getInput()), o},
                  {unaryKindCode(u.getKind())});
+            return success();
+          })
+          .Case([&](ElementwiseBinaryOp e) -> LogicalResult {
+            STRATA_OUT(o, e.getResult());
+            StringRef kind = e.getKind();
+            auto [lead, outer, mid, inner] = e.getBroadcast();
+            (void)lead; // the rest of x's elements
+            emit(rtf::Opcode::BinaryFwd,
+                 {operand(e.getLhs()), operand(e.getRhs()), o},
+                 {kernels::binaryKindCode(
+                      std::string_view(kind.data(), kind.size())),
+                  outer, mid, inner});
             return success();
           })
           .Case([&](ElementwiseUnaryGradOp u) -> LogicalResult {

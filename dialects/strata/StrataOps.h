@@ -9,6 +9,7 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include <array>
 
 #include "dialects/strata/StrataInterfaces.h.inc"
 

@@ -1133,4 +1133,36 @@ def Strata_ReduceMeanGradOp : Strata_ShapeOp<"reduce_mean_grad"> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def Strata_ElementwiseBinaryOp : Strata_ForwardOp<"binary"> {
+  let summary = "x op y elementwise, y broadcast over a run of x's dims";
+  let description = [{
+    `result = lhs op rhs` elementwise, op named by `kind`: `add`, `sub`,
+    `mul` or `div` (one IEEE operation per element, as torch computes
+    them). `rhs`, aligned to the right, repeats over its leading 1s and,
+    past them, has `lhs`'s dims except one contiguous run where it has 1s
+    (numpy broadcasting of that form): a scalar, a [H] weight over
+    [B, S, H], a [S, 1] or [B, S, 1] norm. The result has
+    `lhs`'s shape. Its sharding rule shares the matching dims' factors.
+    Its gradient is built from `strata.binary` itself, `strata.mul`,
+    `strata.reduce_mean` and `strata.scale` (the sum over the run) and
+    `strata.bias_grad` (the sum over the leading dims).
+    Graph specs and ONNX imports write it `op: binary` with
+    `attrs: {kind: div}`.
+
+    ```mlir
+    %y = strata.binary %x, %w {kind = "mul"} : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Strata_FloatTensor:$lhs, Strata_FloatTensor:$rhs,
+                       StrAttr:$kind);
+  let results = (outs Strata_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// {lead, outer, mid, inner}: lhs viewed as [lead, outer, mid, inner],
+    /// rhs as [1, outer, 1, inner].
+    ::std::array<int64_t, 4> getBroadcast();
+  }];
+}
+
 #endif // STRATA_OPS_TD

@@ -178,6 +178,23 @@ ShardingRule featureRule(Operation *op, bool featureWhole) {
   return b.rule;
 }
 
+/// strata.binary: lhs's factors; rhs (aligned to the right) shares those of
+/// the dims it matches, its broadcast 1s whole.
+ShardingRule binaryRule(ElementwiseBinaryOp op) {
+  RuleBuilder b;
+  ArrayRef<int64_t> x = shapeOf(op.getLhs()), y = shapeOf(op.getRhs());
+  ShardingRule::TensorFactors t = b.fresh(x);
+  ShardingRule::TensorFactors r(y.size());
+  for (size_t d = 0; d < y.size(); ++d) {
+    size_t xd = x.size() - y.size() + d;
+    if (y[d] == x[xd])
+      r[d] = t[xd];
+  }
+  b.rule.operands = {t, r};
+  b.rule.results = {t};
+  return b.rule;
+}
+
 /// Reshape: the common refinement of the two shapes; a dimension made of
 /// several factors is composite (sharding it shards its major factor).
 ShardingRule reshapeRule(ReshapeOp op) {
@@ -306,6 +323,7 @@ ShardingRule ruleOf(Operation *op) {
       .Case([](MatmulOp o) { return matmulRule(o); })
       .Case([](EmbeddingOp o) { return embeddingRule(o); })
       .Case<BiasAddOp>([](auto o) { return featureRule(o, false); })
+      .Case([](ElementwiseBinaryOp o) { return binaryRule(o); })
       .Case<LayerNormOp, RmsNormOp>([](auto o) { return featureRule(o, true); })
       .Case<AddOp, MulOp, ScaleOp, GeluOp, ReluOp, SiluOp, SiluMulOp,
             AllReduceOp, ReplicateOp, CastOp, ElementwiseUnaryOp>(
@@ -390,7 +408,7 @@ void attachShardingRules(MLIRContext *ctx) {
          SoftmaxOp, RotaryEmbeddingOp, ReshapeOp, TransposeOp,
          RepeatInterleaveOp, SplitOp, ConcatOp, SliceOp, ConstantOp,
          CrossEntropyOp, CausalAttentionOp, CastOp, ElementwiseUnaryOp,
-         ReduceMeanOp>(ctx);
+         ElementwiseBinaryOp, ReduceMeanOp>(ctx);
 }
 
 } // namespace strata

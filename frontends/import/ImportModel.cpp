@@ -80,7 +80,7 @@ private:
 /// Attributes the dialect stores as f64 even when the spec writes an integer.
 bool isFloatAttr(StringRef name) {
   return name == "factor" || name == "epsilon" || name == "scale" ||
-         name == "theta";
+         name == "theta" || name == "value";
 }
 
 /// Spec attributes that shape the op's results rather than being stored.
@@ -104,6 +104,8 @@ Attribute toAttr(OpBuilder &b, StringRef name, const AttrValue &v) {
 FailureOr<SmallVector<Type>>
 ModelImporter::explicitResultTypes(const GraphOp &op, ArrayRef<Value> operands,
                                    Location l) {
+  if (op.op == "constant" && operands.empty()) // a float32 scalar
+    return SmallVector<Type>{RankedTensorType::get({}, builder.getF32Type())};
   if (operands.size() != 1)
     return emitError(l) << "'strata." << op.op << "' takes one input, got "
                         << operands.size(),

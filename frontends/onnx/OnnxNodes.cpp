@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/kernels/BinaryMath.h"
 
 #include <algorithm>
 
@@ -63,134 +64,122 @@ Importer::broadcastTo(const std::string &x, const std::vector<int64_t> &shape) {
   return cur;
 }
 
+/// Whether `small` broadcasts to `big` as strata.binary's rhs (big's dims,
+/// aligned to the right, but for one run of 1s).
+static bool repeatsOver(const std::vector<int64_t> &small,
+                        const std::vector<int64_t> &big) {
+  return kernels::binaryBroadcast(big.data(), big.size(), small.data(),
+                                  small.size())
+      .has_value();
+}
+
 bool Importer::importBinary() {
   std::string op = node->op_type();
   const Value *a = input(0), *b = input(1);
   if (!a || !b)
     return false;
-  // x * c, c * x, x / c with a scalar constant c: strata.scale.
+  std::string kind = op == "Add"   ? "add"
+                     : op == "Sub" ? "sub"
+                     : op == "Mul" ? "mul"
+                                   : "div";
+  auto binary = [&](const std::string &x, const std::string &y,
+                    const std::string &k) {
+    return emit1("binary", {x, y}, {{"kind", k}});
+  };
+  // x op c, c op x with a scalar constant c: x * c as strata.scale, the
+  // others strata.binary by a strata.constant scalar (one float32 operation
+  // per element, as torch computes them); c - x as (-x) + c, c / x as
+  // c * reciprocal(x).
   auto scalar = [](const Value *v) {
     return v->isConst && v->c.isFloat && v->c.numElements() == 1 &&
            !(v->isInitializer && v->c.shape.size() > 0);
   };
-  if ((op == "Mul" || op == "Div") && (scalar(a) || scalar(b))) {
+  if (scalar(a) || scalar(b)) {
     bool constFirst = scalar(a);
     double c = constFirst ? a->c.data[0] : b->c.data[0];
     auto x = graphInput(constFirst ? 1 : 0);
     if (!x)
       return false;
-    if (op == "Div" && constFirst) { // c / x = c * reciprocal(x)
+    if (op == "Mul")
+      return emit1("scale", {*x}, {{"factor", c}});
+    if (op == "Div" && constFirst) {
       auto r = emitTmp("unary", {*x}, {{"kind", std::string("reciprocal")}});
       return r && emit1("scale", {*r}, {{"factor", c}});
     }
-    return emit1("scale", {*x}, {{"factor", op == "Div" ? 1.0 / c : c}});
-  }
-  // x + c, c + x, x - c, c - x with a scalar constant c: x (or -x) plus
-  // c * exp(0 * x), a tensor of c's built from x by exact steps (0 * x = 0,
-  // exp(0) = 1, c * 1 = c), so the sum is the float32 x + c; gradient 0
-  // through the constant branch.
-  if ((op == "Add" || op == "Sub") && (scalar(a) || scalar(b))) {
-    bool constFirst = scalar(a);
-    double c = constFirst ? a->c.data[0] : b->c.data[0];
-    auto x = graphInput(constFirst ? 1 : 0);
-    if (!x)
-      return false;
-    if (op == "Sub" && !constFirst)
-      c = -c;
-    auto zero = emitTmp("scale", {*x}, {{"factor", 0.0}});
-    auto one = zero ? emitTmp("unary", {*zero}, {{"kind", std::string("exp")}})
-                    : std::nullopt;
-    auto cs = one ? emitTmp("scale", {*one}, {{"factor", c}}) : std::nullopt;
-    if (!cs)
+    auto cst = emitTmp("constant", {}, {{"value", c}});
+    if (!cst)
       return false;
     if (op == "Sub" && constFirst) {
       auto negX = emitTmp("unary", {*x}, {{"kind", std::string("neg")}});
-      return negX && emit1("add", {*cs, *negX});
+      return negX && binary(*negX, *cst, "add");
     }
-    return emit1("add", {*x, *cs});
+    return binary(*x, *cst, kind);
+  }
+  {
+    auto x = graphInput(0), y = graphInput(1);
+    if (!x || !y)
+      return false;
+    const TensorType tx = typeOf(*x), ty = typeOf(*y);
+    if (tx.shape == ty.shape && (op == "Add" || op == "Mul"))
+      return emit1(op == "Add" ? "add" : "mul", {*x, *y});
+    // A bias: a 1-D operand as long as the other's last dim (tensor
+    // parallelism splits it with its column).
+    if (op == "Add" && ty.shape.size() == 1 && !tx.shape.empty() &&
+        tx.shape.back() == ty.shape[0])
+      return emit1("bias_add", {*x, *y});
+    if (op == "Add" && tx.shape.size() == 1 && !ty.shape.empty() &&
+        ty.shape.back() == tx.shape[0])
+      return emit1("bias_add", {*y, *x});
+    // y repeated over a run of x's dims (a [H] weight, a [B, S, 1] norm, a
+    // scalar tensor): strata.binary, x / y the real division.
+    if (repeatsOver(ty.shape, tx.shape))
+      return binary(*x, *y, kind);
+    // x repeated over y's: the operands swapped (x - y as -(y - x)).
+    if (op != "Div" && repeatsOver(tx.shape, ty.shape)) {
+      if (op != "Sub")
+        return binary(*y, *x, kind);
+      auto d = emitTmp("binary", {*y, *x}, {{"kind", std::string("sub")}});
+      return d && emit1("unary", {*d}, {{"kind", std::string("neg")}});
+    }
   }
   auto x = graphInput(0), y = graphInput(1);
   if (!x || !y)
     return false;
-  if (op == "Div") { // x / y = x * reciprocal(y), then Mul's broadcasting
-    y = emitTmp("unary", {*y}, {{"kind", std::string("reciprocal")}});
-    if (!y)
-      return false;
-    op = "Mul";
-  }
-  const TensorType tx = typeOf(*x), ty = typeOf(*y);
-  if (tx.shape == ty.shape) {
-    if (op == "Sub") {
-      auto neg = emitTmp("scale", {*y}, {{"factor", -1.0}});
-      return neg && emit1("add", {*x, *neg});
-    }
-    return emit1(op == "Add" ? "add" : "mul", {*x, *y});
-  }
-  // A bias: a 1-D operand as long as the other's last dim.
-  if (op == "Add") {
-    if (ty.shape.size() == 1 && !tx.shape.empty() &&
-        tx.shape.back() == ty.shape[0])
-      return emit1("bias_add", {*x, *y});
-    if (tx.shape.size() == 1 && !ty.shape.empty() &&
-        ty.shape.back() == tx.shape[0])
-      return emit1("bias_add", {*y, *x});
-  }
-  // Other broadcasting: both operands expanded to the result's shape.
-  auto shape = broadcastShapes(tx.shape, ty.shape);
+  auto shape = broadcastShapes(typeOf(*x).shape, typeOf(*y).shape);
   if (!shape)
-    return nodeError("shapes " + shapeStr(tx.shape) + " and " +
-                     shapeStr(ty.shape) + " do not broadcast");
-  // Add / Sub of an operand that is 1 in its leading dims (a parameter
-  // added to every row): the trailing dims flattened into one bias, so the
-  // ops do not depend on the batch size.
-  if (op != "Mul" && (tx.shape == *shape) != (ty.shape == *shape)) {
-    bool smallIsY = tx.shape == *shape;
-    std::string big = smallIsY ? *x : *y, small = smallIsY ? *y : *x;
+    return nodeError("shapes " + shapeStr(typeOf(*x).shape) + " and " +
+                     shapeStr(typeOf(*y).shape) + " do not broadcast");
+  // One operand has the result's shape and the other two runs of 1s (a
+  // [S, 1] parameter over [batch, S, H]): the other expanded by copies past
+  // its leading 1s only, then repeated over the leading dims by
+  // strata.binary, so the graph does not depend on the batch size.
+  bool xFull = typeOf(*x).shape == *shape, yFull = typeOf(*y).shape == *shape;
+  if (xFull != yFull && (xFull || op != "Div")) {
+    std::string full = xFull ? *x : *y, small = xFull ? *y : *x;
     std::vector<int64_t> s = typeOf(small).shape;
     s.insert(s.begin(), shape->size() - s.size(), 1);
     size_t k = 0;
     while (k < s.size() && s[k] == 1)
       ++k;
-    k = std::min(k, s.size() - 1); // all ones: a bias over the last dim
-    if (k > 0) {
-      std::vector<int64_t> trailing(shape->begin() + k, shape->end());
-      int64_t n = 1;
-      for (int64_t d : trailing)
-        n *= d;
-      std::vector<int64_t> flat(shape->begin(), shape->begin() + k);
-      flat.push_back(n);
-      auto st =
-          emitTmp("reshape", {small},
-                  {{"shape", std::vector<int64_t>(s.begin() + k, s.end())}});
-      auto sb = st ? broadcastTo(*st, trailing) : std::nullopt;
-      auto bias =
-          sb ? emitTmp("reshape", {*sb}, {{"shape", std::vector<int64_t>{n}}})
-             : std::nullopt;
-      auto rows =
-          bias ? emitTmp("reshape", {big}, {{"shape", flat}}) : std::nullopt;
-      if (!rows)
-        return false;
-      // x - y: the negated operand is y, whichever of them is the bias.
-      if (op == "Sub") {
-        auto neg =
-            emitTmp("scale", {smallIsY ? *bias : *rows}, {{"factor", -1.0}});
-        if (!neg)
-          return false;
-        (smallIsY ? bias : rows) = neg;
-      }
-      auto sum = emitTmp("bias_add", {*rows, *bias});
-      return sum && emit1("reshape", {*sum}, {{"shape", *shape}});
-    }
+    std::vector<int64_t> own(s.begin() + k, s.end());
+    auto st = own == typeOf(small).shape
+                  ? std::optional<std::string>(small)
+                  : emitTmp("reshape", {small}, {{"shape", own}});
+    auto sb = st ? broadcastTo(*st, std::vector<int64_t>(shape->begin() + k,
+                                                         shape->end()))
+                 : std::nullopt;
+    if (!sb)
+      return false;
+    if (xFull || op != "Sub") // x op y, or y + x, y * x
+      return binary(full, *sb, kind);
+    auto d = emitTmp("binary", {full, *sb}, {{"kind", std::string("sub")}});
+    return d && emit1("unary", {*d}, {{"kind", std::string("neg")}});
   }
+  // Both operands repeated: both expanded to the result's shape by
+  // concatenated copies (exact, like Expand).
   auto bx = broadcastTo(*x, *shape);
   auto by = bx ? broadcastTo(*y, *shape) : std::nullopt;
-  if (!by)
-    return false;
-  if (op == "Sub") {
-    auto neg = emitTmp("scale", {*by}, {{"factor", -1.0}});
-    return neg && emit1("add", {*bx, *neg});
-  }
-  return emit1(op == "Add" ? "add" : "mul", {*bx, *by});
+  return by && binary(*bx, *by, kind);
 }
 
 /// Pow by a constant exponent 1, 2 or 3: products (exact to rounding).

@@ -10,6 +10,7 @@
 #include "frontends/yaml/GraphShapes.h"
 
 #include "frontends/yaml/YamlFields.h"
+#include "runtime/kernels/BinaryMath.h"
 #include "runtime/kernels/UnaryMath.h"
 
 #include <algorithm>
@@ -195,6 +196,40 @@ Err inferUnaryKind(const std::vector<TensorType> &in, const OpAttrs &attrs,
            names;
   }
   return inferUnaryFloat(in, attrs, out);
+}
+
+/// binary: float x and y, y broadcast over one run of x's dims, and a kind
+/// the kernels know.
+Err inferBinaryKind(const std::vector<TensorType> &in, const OpAttrs &attrs,
+                    std::vector<TensorType> &out) {
+  const std::string &kind = std::get<std::string>(attrs.at("kind"));
+  if (kernels::binaryKindCode(kind) < 0) {
+    std::string names;
+    for (std::string_view n : kernels::kBinaryKindNames)
+      names += (names.empty() ? "" : ", ") + std::string(n);
+    return "kind '" + kind + "' is not a binary function; expected one of " +
+           names;
+  }
+  const TensorType &x = in[0], &y = in[1];
+  if (Err e = requireFloat(x, "x"))
+    return e;
+  if (Err e = requireSameDType(x, "x", y, "y"))
+    return e;
+  if (!kernels::binaryBroadcast(x.shape.data(), x.shape.size(), y.shape.data(),
+                                y.shape.size()))
+    return "y is " + formatShape(y.shape) + " but x is " +
+           formatShape(x.shape) +
+           "; expected y (aligned to the right), past its leading 1s, to have "
+           "x's dims but for one run of 1s";
+  out = {x};
+  return std::nullopt;
+}
+
+/// constant: a float32 scalar.
+Err inferConstant(const std::vector<TensorType> &, const OpAttrs &,
+                  std::vector<TensorType> &out) {
+  out = {TensorType{{}, DType::F32}};
+  return std::nullopt;
 }
 
 /// layer_norm and rms_norm: x [..., N], then vectors [N] (`names`), and a
@@ -598,6 +633,21 @@ std::vector<OpRule> buildRules() {
        inferUnaryKind,
        "f(x) elementwise, kind: sqrt, reciprocal, erf, tanh, sigmoid, exp, "
        "neg"},
+      {"binary",
+       {"x", "y"},
+       false,
+       1,
+       {{"kind", AttrKind::String, std::nullopt}},
+       inferBinaryKind,
+       "x op y elementwise, kind: add, sub, mul, div; y repeated over its "
+       "leading 1s and one run of 1s past them"},
+      {"constant",
+       {},
+       false,
+       1,
+       {{"value", AttrKind::Float, std::nullopt}},
+       inferConstant,
+       "a float32 scalar `value` (a binary op's rhs)"},
       {"reduce_mean",
        {"x"},
        false,

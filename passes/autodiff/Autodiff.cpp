@@ -102,7 +102,9 @@ struct AutodiffPass : strata::impl::StrataAutodiffBase<AutodiffPass> {
       }
     };
     for (Operation *op : llvm::reverse(forwardOps)) {
-      if (isa<ParamOp, InputOp>(op))
+      // A constant's gradient is dropped (strata.binary by a constant
+      // scalar builds none; one reaching it through a copy stops here).
+      if (isa<ParamOp, InputOp, ConstantOp>(op))
         continue;
       SmallVector<Value> resultGrads;
       bool reached = false;

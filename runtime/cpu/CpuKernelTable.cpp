@@ -307,6 +307,10 @@ void runUnaryFwd(const B &b, const C &) {
 void runUnaryBwd(const B &b, const C &) {
   unaryBwd(b.attr(0), b.f32(0), b.f32(1), b.f32(2), b.elements[0]);
 }
+void runBinaryFwd(const B &b, const C &) {
+  binaryFwd(b.attr(0), b.f32(0), b.f32(1), b.f32(2), b.elements[0], b.attr(1),
+            b.attr(2), b.attr(3));
+}
 void runSiluMulFwd(const B &b, const C &) {
   if (b.isBf16(0))
     siluMulFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.elements[0]);
@@ -479,6 +483,7 @@ constexpr Entry kEntries[] = {
     {Opcode::SiluMulFwd, runSiluMulFwd},
     {Opcode::UnaryFwd, runUnaryFwd},
     {Opcode::UnaryBwd, runUnaryBwd},
+    {Opcode::BinaryFwd, runBinaryFwd},
     {Opcode::SiluMulBwd, runSiluMulBwd},
     {Opcode::RepeatInterleave, runRepeatInterleave},
     {Opcode::RepeatInterleaveBwd, runRepeatInterleaveBwd},

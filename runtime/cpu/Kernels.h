@@ -234,6 +234,12 @@ void unaryFwd(int64_t kind, const float *x, float *out, int64_t n);
 void unaryBwd(int64_t kind, const float *x, const float *dy, float *dx,
               int64_t n);
 
+/// strata.binary (kind: a kernels::BinaryKind code): out[l, o, m, i] =
+/// x[l, o, m, i] op y[o, i] for x, out of n elements, [n / (outer * mid *
+/// inner), outer, mid, inner], and y [outer, inner]. `out` may be `x`.
+void binaryFwd(int64_t kind, const float *x, const float *y, float *out,
+               int64_t n, int64_t outer, int64_t mid, int64_t inner);
+
 /// x as [outer, n, inner] -> out [outer, n * repeats, inner], each of the n
 /// entries repeated in place; the backward sums each group of repeats.
 void repeatInterleave(const float *x, float *out, int64_t outer, int64_t n,

@@ -272,6 +272,10 @@ void runUnaryFwd(const B &b, const C &, D &d) {
 void runUnaryBwd(const B &b, const C &, D &d) {
   unaryBwd(b.attr(0), b.f32(0), b.f32(1), b.f32(2), b.elements[0], d.stream());
 }
+void runBinaryFwd(const B &b, const C &, D &d) {
+  binaryFwd(b.attr(0), b.f32(0), b.f32(1), b.f32(2), b.elements[0], b.attr(1),
+            b.attr(2), b.attr(3), d.stream());
+}
 void runSiluFwd(const B &b, const C &, D &d) {
   siluFwd(b.f32(0), b.f32(1), b.elements[0], d.stream());
 }
@@ -497,6 +501,7 @@ constexpr Entry kEntries[] = {
     {Opcode::RotaryBwd, runRotaryBwd},
     {Opcode::UnaryFwd, runUnaryFwd},
     {Opcode::UnaryBwd, runUnaryBwd},
+    {Opcode::BinaryFwd, runBinaryFwd},
     {Opcode::SiluFwd, runSiluFwd},
     {Opcode::SiluBwd, runSiluBwd},
     {Opcode::SiluMulFwd, runSiluMulFwd},

@@ -15,6 +15,7 @@
 
 #include "runtime/cuda/CudaKernels.h"
 
+#include "runtime/kernels/BinaryMath.h"
 #include "runtime/kernels/GeluMath.h"
 #include "runtime/kernels/LayerNormMath.h"
 #include "runtime/kernels/OptimizerMath.h"
@@ -205,6 +206,13 @@ __global__ void unaryBwdKernel(int64_t kind, const float *x, const float *dy,
                                float *dx, int64_t n) {
   STRATA_GRID_STRIDE(i, n)
   dx[i] = dy[i] * k::unaryDerivative(k::UnaryKind(kind), x[i]);
+}
+__global__ void binaryFwdKernel(int64_t kind, const float *x, const float *y,
+                                float *out, int64_t outer, int64_t mid,
+                                int64_t inner, int64_t n) {
+  STRATA_GRID_STRIDE(i, n)
+  out[i] = k::binaryValue(k::BinaryKind(kind), x[i],
+                          y[i / (mid * inner) % outer * inner + i % inner]);
 }
 __global__ void siluMulFwdKernel(const float *gate, const float *up, float *out,
                                  int64_t n) {
@@ -673,6 +681,10 @@ void unaryFwd(int64_t kind, const float *x, float *out, int64_t n, Stream s) {
 void unaryBwd(int64_t kind, const float *x, const float *dy, float *dx,
               int64_t n, Stream s) {
   STRATA_LAUNCH(unaryBwdKernel, n, s)(kind, x, dy, dx, n);
+}
+void binaryFwd(int64_t kind, const float *x, const float *y, float *out,
+               int64_t n, int64_t outer, int64_t mid, int64_t inner, Stream s) {
+  STRATA_LAUNCH(binaryFwdKernel, n, s)(kind, x, y, out, outer, mid, inner, n);
 }
 void siluFwd(const float *x, float *out, int64_t n, Stream s) {
   STRATA_LAUNCH(siluFwdKernel, n, s)(x, out, n);

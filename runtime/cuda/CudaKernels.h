@@ -58,6 +58,11 @@ void reluBwd(const float *x, const float *dy, float *dx, int64_t n, Stream s);
 void unaryFwd(int64_t kind, const float *x, float *out, int64_t n, Stream s);
 void unaryBwd(int64_t kind, const float *x, const float *dy, float *dx,
               int64_t n, Stream s);
+/// strata.binary, kind a kernels::BinaryKind code (BinaryMath.h): x, out
+/// of n elements [n / (outer * mid * inner), outer, mid, inner], y [outer,
+/// inner].
+void binaryFwd(int64_t kind, const float *x, const float *y, float *out,
+               int64_t n, int64_t outer, int64_t mid, int64_t inner, Stream s);
 void siluFwd(const float *x, float *out, int64_t n, Stream s);
 void siluBwd(const float *x, const float *dy, float *dx, int64_t n, Stream s);
 void siluMulFwd(const float *gate, const float *up, float *out, int64_t n,

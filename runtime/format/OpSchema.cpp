@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/format/OpSchema.h"
+#include "runtime/kernels/BinaryMath.h"
 #include "runtime/kernels/UnaryMath.h"
 
 #include <algorithm>
@@ -53,6 +54,29 @@ bool verifyUnary(VerifyContext &ctx) {
     return false;
   }
   return verifySameSize(ctx);
+}
+
+/// binary_fwd: x and out [lead, outer, mid, inner] (lead the rest), y
+/// [outer, inner], a kind the kernels know.
+bool verifyBinary(VerifyContext &ctx) {
+  if (attr(ctx, 0) < 0 || attr(ctx, 0) >= kernels::kNumBinaryKinds) {
+    ctx.error = "kind " + std::to_string(attr(ctx, 0)) +
+                " is not a binary function (expected 0.." +
+                std::to_string(kernels::kNumBinaryKinds - 1) + ")";
+    return false;
+  }
+  for (size_t i = 1; i < 4; ++i)
+    if (!ctx.expectIntRange(i, 1, kMaxDim))
+      return false;
+  int64_t block = product({attr(ctx, 1), attr(ctx, 2), attr(ctx, 3)});
+  int64_t n = ctx.operands[0]->numElements();
+  if (block < 0 || n % block != 0) {
+    ctx.error = "binary_fwd's x has " + std::to_string(n) +
+                " elements, not a multiple of outer * mid * inner";
+    return false;
+  }
+  return ctx.expectElements(1, product({attr(ctx, 1), attr(ctx, 3)})) &&
+         ctx.expectElements(2, n);
 }
 
 /// convert: float32 <-> bfloat16 (or a copy within one of them).
@@ -569,6 +593,7 @@ std::vector<OpSchema> buildSchemas() {
   add({Opcode::SiluMulFwd, "silu_mul_fwd", {{"gate", In, F32}, {"up", In, F32}, {"out", Out, F32}}, false, {}, false, {}, true, verifySameSize});
   add({Opcode::SiluMulBwd, "silu_mul_bwd", {{"gate", In, F32}, {"up", In, F32}, {"dy", In, F32}, {"dgate", Out, F32}, {"dup", Out, F32}}, false, {}, false, {}, true, verifySameSize});
   add({Opcode::UnaryFwd, "unary_fwd", {{"x", In, F32}, {"out", Out, F32}}, false, {"kind"}, false, {}, true, verifyUnary});
+  add({Opcode::BinaryFwd, "binary_fwd", {{"x", In, F32}, {"y", In, F32}, {"out", Out, F32}}, false, {"kind", "outer", "mid", "inner"}, false, {}, false, verifyBinary});
   add({Opcode::UnaryBwd, "unary_bwd", {{"x", In, F32}, {"dy", In, F32}, {"dx", Out, F32}}, false, {"kind"}, false, {}, true, verifyUnary});
   add({Opcode::RepeatInterleave, "repeat_interleave", {{"x", In, F32}, {"out", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatFwd});
   add({Opcode::RepeatInterleaveBwd, "repeat_interleave_bwd", {{"dy", In, F32}, {"dx", Out, F32}}, false, {"outer", "n", "repeats", "inner"}, false, {}, false, verifyRepeatBwd});

@@ -7,7 +7,7 @@ one rank, dp=2, ZeRO-3, pp=2, tp=2) and trained 10 steps from the exported
 weights (--init) on one token file; every step's loss and grad_norm must be
 within 1e-4 relative of the same nn.Module trained by PyTorch (and an MLP
 with tanh * sigmoid activations on one rank and tp=2, and one with the exact
-nn.GELU() and x / sqrt(mean(x * x) + eps) on one rank, dp=2 and tp=2). `strata plan`
+nn.GELU() and x / sqrt(mean(x * x) + eps) * w on one rank, dp=2 and tp=2). `strata plan`
 chooses a plan for the MLP unpinned; examples/onnx exports, compiles and
 trains.
 
@@ -114,13 +114,16 @@ def gated():
 
 def gelu_rms():
     """The exact nn.GELU() (Div, Erf, Add of a constant, Mul) and
-    x / sqrt(mean(x * x) + eps) (ReduceMean, Sqrt, Div of two tensors)."""
+    x / sqrt(mean(x * x) + eps) * w (ReduceMean, Sqrt, Div of two tensors,
+    Mul by a [H] parameter: strata.binary, no batch-sized copies)."""
     onnx, data, ref = export("gelu_rms", '{"global_batch": 8, "optimizer": {"kind": '
                                          '"adamw", "lr": 0.01}}')
     imported = S.run([S.strata, "import", onnx]).stdout
     S.check('kind = "erf"' in imported and 'kind = "sqrt"' in imported and
-            'kind = "reciprocal"' in imported,
-            "Erf, Sqrt and Div import as strata.unary", imported[:3000])
+            'kind = "div"' in imported and 'kind = "mul"' in imported and
+            "strata.concat" not in imported and "strata.constant" in imported,
+            "Erf and Sqrt import as strata.unary; Div, Add of a constant and "
+            "Mul by w as strata.binary (no concatenated copies)", imported[:3000])
     train("gelu_rms1", onnx, 1, {}, data, ref)
     train("gelu_rms-dp2", onnx, 2, {"dp": 2}, data, ref)
     train("gelu_rms-tp2", onnx, 2, {"tp": 2}, data, ref)

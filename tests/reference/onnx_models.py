@@ -19,8 +19,9 @@ Models (token ids [B, S] -> logits [B, S, V]):
        -> x + fc2(relu(fc1(x))) -> head (nn.Linear layout [out, in]).
   gated: mlp with tanh(h) * sigmoid(h) as the activation.
   gelu_rms: mlp with nn.GELU() (exact, erf) as the activation and a
-       hand-written RMS normalisation before the head:
-       x / sqrt(mean(x * x, -1) + eps) (ONNX ReduceMean, Add, Sqrt, Div).
+       hand-written RMS normalisation with a learned gain before the head:
+       x / sqrt(mean(x * x, -1) + eps) * w (ONNX ReduceMean, Add, Sqrt, Div,
+       Mul by a [H] parameter).
   gpt: models.GPT (GPT-2: learned positions, pre-LN blocks, causal
        attention, GELU tanh, tied head), 2 layers, width 32, opset 17.
 """
@@ -79,16 +80,18 @@ class GatedMlpLM(MlpLM):
 
 class GeluRmsMlpLM(MlpLM):
     """MlpLM with the exact nn.GELU() (ONNX Div, Erf, Add, Mul) and
-    x / sqrt(mean(x * x) + eps) before the head (ReduceMean, Sqrt, Div)."""
+    x / sqrt(mean(x * x) + eps) * w before the head (ReduceMean, Sqrt, Div,
+    Mul by the [H] gain w)."""
 
     def __init__(self):
         super().__init__()
         self.act = nn.GELU()
+        self.w = nn.Parameter(1.0 + 0.1 * torch.randn(self.pos.shape[1]))
 
     def forward(self, tokens, targets=None):
         x = self.embed(tokens) + self.pos
         x = x + self.fc2(self.act(self.fc1(x)))
-        x = x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-5)
+        x = x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-5) * self.w
         logits = self.head(x)
         if targets is None:
             return logits

@@ -152,6 +152,23 @@ func.func @unary_kind(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @binary_kind(%x: tensor<4xf32>) {
+  // expected-error @+1 {{kind 'pow' is not a binary function; expected one of add, sub, mul, div}}
+  %0 = strata.binary %x, %x {kind = "pow"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @binary_two_runs(%x: tensor<2x3x4x5xf32>, %y: tensor<3x1x5x1xf32>) {
+  // expected-error @+2 {{'strata.binary' rhs must have lhs's element type and, aligned to the right and past its leading 1s, lhs's dims but for one run of 1s}}
+  // expected-error @+1 {{op failed to infer returned types}}
+  %0 = strata.binary %x, %y {kind = "add"} : (tensor<2x3x4x5xf32>, tensor<3x1x5x1xf32>) -> tensor<2x3x4x5xf32>
+  return
+}
+
+// -----
+
 func.func @reduce_mean_axis(%x: tensor<4xf32>) {
   // expected-error @+2 {{'strata.reduce_mean' axis 1 is out of range for a tensor of rank 1}}
   // expected-error @+1 {{op failed to infer returned types}}

@@ -57,6 +57,18 @@ func.func @all_ops() -> tensor<f32> {
   return %loss : tensor<f32>
 }
 
+// strata.binary: a [H] weight, a [B, S, 1] norm, a scalar (helper onnx).
+// CHECK-LABEL: func.func @binary
+func.func @binary(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %n: tensor<2x3x1xf32>, %c: tensor<f32>) -> tensor<2x3x4xf32> {
+  // CHECK: strata.binary %{{.*}}, %{{.*}} {kind = "mul"} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %0 = strata.binary %x, %w {kind = "mul"} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: strata.binary %{{.*}}, %{{.*}} {kind = "div"} : (tensor<2x3x4xf32>, tensor<2x3x1xf32>) -> tensor<2x3x4xf32>
+  %1 = strata.binary %0, %n {kind = "div"} : (tensor<2x3x4xf32>, tensor<2x3x1xf32>) -> tensor<2x3x4xf32>
+  // CHECK: strata.binary %{{.*}}, %{{.*}} {kind = "sub"} : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %2 = strata.binary %1, %c {kind = "sub"} : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  return %2 : tensor<2x3x4xf32>
+}
+
 // strata.unary and its gradient (helper onnx).
 // CHECK-LABEL: func.func @unary
 func.func @unary(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>) -> tensor<2x4xf32> {

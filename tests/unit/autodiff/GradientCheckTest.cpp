@@ -472,6 +472,30 @@ TEST(GradientCheck, UnaryOfEveryKind) {
   }
 }
 
+TEST(GradientCheck, BinaryOfEveryKindAndBroadcast) {
+  // rhs of lhs's shape, a suffix [5], a suffix with leading 1s [1, 5], a
+  // two-dim suffix [3, 5], a scalar, a [2, 3, 1] and a [2, 1, 5] (a run of
+  // 1s at the end, in the middle); rhs is exp(y), positive; a tanh after it
+  // so that adding a scalar changes the loss.
+  for (std::string kind : {"add", "sub", "mul", "div"})
+    for (std::string rhs :
+         {"2x3x5", "5", "1x5", "3x5", "", "1", "2x3x1", "2x1x5"}) {
+      SCOPED_TRACE(kind + " by " + rhs);
+      std::string t = "tensor<" + (rhs.empty() ? "" : rhs + "x") + "f64>";
+      std::string body = R"(
+  %x = strata.param "x" : tensor<2x3x5xf64>
+  %y = strata.param "y" : )" +
+                         t + R"(
+  %e = strata.unary %y {kind = "exp"} : ()" +
+                         t + ") -> " + t + R"(
+  %b = strata.binary %x, %e {kind = ")" +
+                         kind + R"("} : (tensor<2x3x5xf64>, )" + t +
+                         R"() -> tensor<2x3x5xf64>
+  %out = strata.unary %b {kind = "tanh"} : (tensor<2x3x5xf64>) -> tensor<2x3x5xf64>)";
+      expectGradientsMatch(crossEntropyOf(body, {2, 3, 5}));
+    }
+}
+
 TEST(GradientCheck, ReduceMeanOverEachAxis) {
   // The mean times a parameter, so every entry's gradient differs.
   for (const char *axis : {"0", "1", "-1"}) {

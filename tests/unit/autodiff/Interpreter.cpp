@@ -319,6 +319,23 @@ private:
         .Case([&](ElementwiseUnaryGradOp o) {
           return evalActivationGrad(o, unaryReferenceDerivative(o.getKind()));
         })
+        .Case([&](ElementwiseBinaryOp o) -> LogicalResult {
+          // y as [1, outer, 1, inner] under x [lead, outer, mid, inner].
+          const Tensor &x = get(o.getLhs()), &y = get(o.getRhs());
+          auto [lead, outer, mid, inner] = o.getBroadcast();
+          (void)lead;
+          StringRef kind = o.getKind();
+          Tensor r = x;
+          for (int64_t i = 0; i < r.numElements(); ++i) {
+            double a = x.data[i],
+                   b = y.data[i / (mid * inner) % outer * inner + i % inner];
+            r.data[i] = kind == "add"   ? a + b
+                        : kind == "sub" ? a - b
+                        : kind == "mul" ? a * b
+                                        : a / b;
+          }
+          return set(o.getResult(), std::move(r));
+        })
         .Case([&](ReduceMeanOp o) {
           const Tensor &x = get(o.getInput());
           int64_t axis = o.getNormalizedAxis(), n = x.shape[axis];

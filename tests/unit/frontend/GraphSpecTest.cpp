@@ -175,7 +175,7 @@ TEST(OpRules, Attributes) {
   attrs = {{"kind", int64_t(1)}};
   EXPECT_EQ(*completeOpAttrs(*findOpRule("unary"), attrs),
             "attribute 'kind' of unary has the wrong type; expected a name");
-  EXPECT_EQ(opRules().size(), 23u);
+  EXPECT_EQ(opRules().size(), 25u);
 }
 
 const char *kGraphHead = R"(model: {family: graph}

@@ -460,3 +460,34 @@ TEST(GradCheckTest, RepeatInterleave) {
   cpu::repeatInterleaveBwd(r.data(), dx.data(), outer, n, reps, inner);
   expectGradNear(dx, numericGrad(ref, toDouble(x), r));
 }
+
+TEST(GradCheckTest, BinaryOfEveryKindIsOneFloatOperation) {
+  // x [7, 10] op y [10] (repeated over the rows) and x [7, 10] op y [7, 1]
+  // (over the columns): each element the float32 x op y (bit-identical to
+  // torch's x op y), y repeated; div by |y| + 0.5.
+  const int64_t rows = 7, cols = 10;
+  auto x = randomVector(rows * cols, 43, 2.0f),
+       y = randomVector(rows * cols, 44);
+  for (float &v : y)
+    v = 0.5f + std::fabs(v);
+  std::vector<float> out(rows * cols);
+  for (bool perRow : {false, true})
+    for (int64_t kind = 0; kind < 4; ++kind) {
+      SCOPED_TRACE(std::to_string(kind) +
+                   (perRow ? " per row" : " per column"));
+      if (perRow) // outer rows, mid cols, inner 1
+        cpu::binaryFwd(kind, x.data(), y.data(), out.data(), rows * cols, rows,
+                       cols, 1);
+      else // lead rows, outer 1, mid 1, inner cols
+        cpu::binaryFwd(kind, x.data(), y.data(), out.data(), rows * cols, 1, 1,
+                       cols);
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        float a = x[i], b = y[perRow ? i / cols : i % cols];
+        float want = kind == 0   ? a + b
+                     : kind == 1 ? a - b
+                     : kind == 2 ? a * b
+                                 : a / b;
+        ASSERT_EQ(out[i], want) << "element " << i;
+      }
+    }
+}
