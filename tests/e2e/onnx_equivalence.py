@@ -148,9 +148,12 @@ def gpt():
     S.run([S.strata, "import", onnx, "--weights-out", weights, "-o", os.devnull])
     train("gpt1-weights-out", onnx, 1, {}, ["--init", weights, *data[2:]], ref)
     train("gpt-dp2", onnx, 2, {"dp": 2}, data, ref)
-    train("gpt-dp2-zero3", onnx, 2, {"dp": 2, "zero": 3}, data, ref)
+    for zero in (1, 2, 3):
+        train(f"gpt-dp2-zero{zero}", onnx, 2, {"dp": 2, "zero": zero}, data, ref)
     train("gpt-pp2", onnx, 2, {"pp": 2}, data, ref)
     train("gpt-tp2", onnx, 2, {"tp": 2}, data, ref)
+    train("gpt-tp2-dp2-zero1", onnx, 4, {"tp": 2, "dp": 2, "zero": 1}, data, ref)
+    train("gpt-tp2-pp2", onnx, 4, {"tp": 2, "pp": 2}, data, ref)
 
 
 def onnx_supported():
@@ -165,6 +168,7 @@ S.case("an MLP exported from torch: one rank, dp, ZeRO, pp, tp against torch", m
 S.case("tanh and sigmoid activations: one rank, tp against torch", gated)
 S.case("exact GELU and a hand-written RMS norm: one rank, dp, tp against torch",
        gelu_rms)
-S.case("GPT-2 exported from torch: one rank, dp, ZeRO-3, pp, tp against torch", gpt)
+S.case("GPT-2 exported from torch: one rank, dp, ZeRO 1-3, pp, tp, tp x dp, tp x pp against torch",
+       gpt)
 S.case("examples/onnx: export, compile, train", example)
 S.finish()
