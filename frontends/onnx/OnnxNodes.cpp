@@ -13,21 +13,6 @@
 
 namespace strata::frontend::onnx_import {
 
-/// Numpy broadcasting of two shapes; nullopt if they do not broadcast.
-static std::optional<std::vector<int64_t>>
-broadcastShapes(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
-  size_t r = std::max(a.size(), b.size());
-  std::vector<int64_t> out(r);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return std::nullopt;
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 std::optional<std::string>
 Importer::broadcastTo(const std::string &x, const std::vector<int64_t> &shape) {
   std::vector<int64_t> s = typeOf(x).shape;
@@ -145,7 +130,7 @@ bool Importer::importBinary() {
   auto x = graphInput(0), y = graphInput(1);
   if (!x || !y)
     return false;
-  auto shape = broadcastShapes(typeOf(*x).shape, typeOf(*y).shape);
+  auto shape = broadcastShape(typeOf(*x).shape, typeOf(*y).shape);
   if (!shape)
     return nodeError("shapes " + shapeStr(typeOf(*x).shape) + " and " +
                      shapeStr(typeOf(*y).shape) + " do not broadcast");
@@ -213,7 +198,7 @@ bool Importer::importExpand() {
   const ConstTensor *s = x ? constInput(1, "the target shape") : nullptr;
   if (!s)
     return false;
-  auto shape = broadcastShapes(typeOf(*x).shape, s->ints());
+  auto shape = broadcastShape(typeOf(*x).shape, s->ints());
   if (!shape)
     return nodeError("shape " + shapeStr(typeOf(*x).shape) +
                      " does not broadcast to " + shapeStr(s->ints()));

@@ -94,7 +94,7 @@ static std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
   return s;
 }
 
-static std::optional<std::vector<int64_t>>
+std::optional<std::vector<int64_t>>
 broadcastShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
   size_t r = std::max(a.size(), b.size());
   std::vector<int64_t> out(r);

@@ -47,6 +47,10 @@ std::optional<ConstTensor> broadcastBinary(const ConstTensor &a,
 std::optional<ConstTensor> expandTo(const ConstTensor &a,
                                     const std::vector<int64_t> &shape);
 
+/// Numpy broadcasting of two shapes; nullopt if they do not broadcast.
+std::optional<std::vector<int64_t>>
+broadcastShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b);
+
 /// ONNX Gather along `axis` (already non-negative); indices may be negative.
 std::optional<ConstTensor>
 gatherConst(const ConstTensor &data, const ConstTensor &indices, int64_t axis);

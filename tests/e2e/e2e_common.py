@@ -286,3 +286,38 @@ def expect_error(session, label, argv, needles, cli_error=False):
     session.check(not crash, f"{label}: no crash or raw exception text", shown)
     changes = describe_changes(before, after)
     session.check(not changes, f"{label}: nothing on disk changed", changes)
+
+
+def train_against_reference(session, name, model, ranks, pins, data, ref_log,
+                            steps, rtol):
+    """Compiles `model` for local:`ranks` with `pins` (checked in the printed
+    plan), trains `steps` steps on `data` (the --init/--data arguments),
+    and checks that every step is logged and that loss and grad_norm match
+    the reference log within `rtol`."""
+    out = session.path(name)
+    argv = [session.strata, "compile", model, "--cluster", f"local:{ranks}",
+            "-o", out]
+    for k, v in pins.items():
+        argv += ["--pin", f"{k}={v}"]
+    proc = session.run(argv)
+    plan = next((l for l in proc.stdout.splitlines() if l.startswith("plan: ")), "")
+    print(f"   {plan}")
+    words = plan.split()
+    for k, v in pins.items():
+        # The summary spells the schedule by its name alone.
+        session.check(f"{k}={v}" in words or (k == "schedule" and v in words),
+                      f"{name}: the plan has {k}={v}", plan)
+    log = session.path(f"{name}.jsonl")
+    run = [out, *data, "--steps", steps, "--log", log]
+    if ranks > 1:
+        run = ["mpirun", "--oversubscribe", "-np", ranks, *run]
+    session.run(run, env=MPI_OVERSUBSCRIBE_ENV)
+    logged = [r["step"] for r in read_log(log)]
+    session.check(logged == list(range(1, int(steps) + 1)),
+                  f"{name}: logged steps 1..{steps}", f"got {logged}")
+    cmp = session.reference_tool("compare_losses.py", log, ref_log, "--rtol",
+                                 str(rtol), "--fields", "loss,grad_norm",
+                                 expect_ok=False)
+    session.check(cmp.returncode == 0,
+                  f"{name}: loss and grad_norm match torch (rtol {rtol:g})",
+                  cmp.stdout + cmp.stderr)

@@ -15,11 +15,10 @@ import sys
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import MPI_OVERSUBSCRIBE_ENV, Session, read_log  # noqa: E402
+from e2e_common import Session, train_against_reference  # noqa: E402
 
 STEPS = 10
 RTOL = 1e-4  # the contract; never loosened
-MPI_ENV = MPI_OVERSUBSCRIBE_ENV
 
 S = Session(__doc__)
 
@@ -37,30 +36,7 @@ def reference(spec):
 
 
 def train(name, spec, ranks, pins, data, ref_log):
-    out = S.path(name)
-    argv = [S.strata, "compile", spec, "--cluster", f"local:{ranks}", "-o", out]
-    for k, v in pins.items():
-        argv += ["--pin", f"{k}={v}"]
-    proc = S.run(argv)
-    plan = next((l for l in proc.stdout.splitlines() if l.startswith("plan: ")), "")
-    print(f"   {plan}")
-    words = plan.split()
-    for k, v in pins.items():
-        # The summary spells the schedule by its name alone.
-        S.check(f"{k}={v}" in words or (k == "schedule" and v in words),
-                f"{name}: the plan has {k}={v}", plan)
-    log = S.path(f"{name}.jsonl")
-    run = [out, *data, "--steps", STEPS, "--log", log]
-    if ranks > 1:
-        run = ["mpirun", "--oversubscribe", "-np", ranks, *run]
-    S.run(run, env=MPI_ENV)
-    steps = [r["step"] for r in read_log(log)]
-    S.check(steps == list(range(1, STEPS + 1)), f"{name}: logged steps 1..{STEPS}",
-            f"got {steps}")
-    cmp = S.reference_tool("compare_losses.py", log, ref_log, "--rtol", str(RTOL),
-                           "--fields", "loss,grad_norm", expect_ok=False)
-    S.check(cmp.returncode == 0, f"{name}: loss and grad_norm match torch (rtol {RTOL:g})",
-            cmp.stdout + cmp.stderr)
+    train_against_reference(S, name, spec, ranks, pins, data, ref_log, STEPS, RTOL)
 
 
 def annotated():

@@ -19,7 +19,8 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import MPI_OVERSUBSCRIBE_ENV, Session, read_log  # noqa: E402
+from e2e_common import (MPI_OVERSUBSCRIBE_ENV, Session, read_log,  # noqa: E402
+                        train_against_reference)
 
 STEPS = 10
 RTOL = 1e-4  # the contract; never loosened
@@ -42,28 +43,7 @@ def export(model, training):
 
 
 def train(name, model, ranks, pins, data, ref_log):
-    out = S.path(name)
-    argv = [S.strata, "compile", model, "--cluster", f"local:{ranks}", "-o", out]
-    for k, v in pins.items():
-        argv += ["--pin", f"{k}={v}"]
-    proc = S.run(argv)
-    plan = next((l for l in proc.stdout.splitlines() if l.startswith("plan: ")), "")
-    print(f"   {plan}")
-    words = plan.split()
-    for k, v in pins.items():
-        S.check(f"{k}={v}" in words, f"{name}: the plan has {k}={v}", plan)
-    log = S.path(f"{name}.jsonl")
-    run = [out, *data, "--steps", STEPS, "--log", log]
-    if ranks > 1:
-        run = ["mpirun", "--oversubscribe", "-np", ranks, *run]
-    S.run(run, env=MPI_OVERSUBSCRIBE_ENV)
-    steps = [r["step"] for r in read_log(log)]
-    S.check(steps == list(range(1, STEPS + 1)), f"{name}: logged steps 1..{STEPS}",
-            f"got {steps}")
-    cmp = S.reference_tool("compare_losses.py", log, ref_log, "--rtol", str(RTOL),
-                           "--fields", "loss,grad_norm", expect_ok=False)
-    S.check(cmp.returncode == 0, f"{name}: loss and grad_norm match torch (rtol {RTOL:g})",
-            cmp.stdout + cmp.stderr)
+    train_against_reference(S, name, model, ranks, pins, data, ref_log, STEPS, RTOL)
 
 
 def mlp():
