@@ -55,7 +55,7 @@ static void printPublishedRuns() {
     const char *metric = r.metric == PublishedMetric::IterationTime ? "s/iter"
                          : r.metric == PublishedMetric::TokensPerGpu
                              ? "tokens/s/GPU"
-                             : "TFLOP/s/GPU (Megatron)";
+                             : "TFLOP/s/GPU";
     const TimeBreakdown &t = e.time;
     std::printf("| %s | %s | %lld | %s | %s | %.4g | %.4g | %+.1f%% | "
                 "%.1f of %.0f | %s | comp %.3g tp %.3g pp %.3g dp %.3g "

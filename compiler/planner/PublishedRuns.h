@@ -25,7 +25,8 @@ namespace strata::planner {
 enum class PublishedMetric {
   IterationTime,  ///< seconds per step (lower is faster)
   TokensPerGpu,   ///< tokens/s per GPU
-  MegatronTflops, ///< Megatron-LM model TFLOP/s per GPU (no recomputation)
+  TflopsPerGpu,   ///< TFLOP/s per GPU under the source's FLOP count (an
+                  ///< MFU is read as this times the peak it names)
 };
 
 struct PublishedRun {
@@ -35,6 +36,9 @@ struct PublishedRun {
   SearchOptions options; ///< global batch and the pins the source states
   PublishedMetric metric = PublishedMetric::IterationTime;
   double measured = 0;
+  /// FLOPs per step as the source counts them (TflopsPerGpu): Megatron-LM's
+  /// formula, 6·N (+ attention) per token, with or without recomputation.
+  double flopsPerStep = 0;
   /// How the row was read (the pins and assumptions), for the table.
   std::string reading;
   /// Layers per pipeline stage when the source fixes the partition (BLOOM:

@@ -212,3 +212,94 @@ TEST(Validation, LlmFoundryCheckpointedRowsStayWithinTenPercent) {
         << p.plans[0].plan.summary();
   }
 }
+
+// A row is read by what it says, not by which source it came from: the
+// family from the model's name, the device from the GPU columns, the network
+// from the stated links, the FLOP count from `flop_counting`. Rows asking for
+// what the planner does not model are skipped with the reason.
+TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
+  std::string header =
+      "row_id,source_key,source,table_or_section,url_or_repo_path,model,"
+      "params_b,layers,hidden,heads,kv_heads,ffn_hidden,vocab,seq_len,gpu,"
+      "gpu_mem_gb,gpus_per_node,intra_node_link,inter_node_bw,total_gpus,tp,"
+      "pp,vpp,dp,cp,zero_fsdp,micro_batch,global_batch_seqs,grad_accum,"
+      "recompute,seq_parallel,precision,framework,reported_tflops_per_gpu,"
+      "reported_tokens_per_s_per_gpu,reported_iter_time_s,reported_mfu_pct,"
+      "reported_other,flop_counting,derived_tokens_per_s_per_gpu,derivation,"
+      "confidence,notes";
+  std::string path = ::testing::TempDir() + "/reader-rows.csv";
+  {
+    std::ofstream out(path);
+    out << header << "\n"
+        // Llama on A100 40 GB, 4 GPUs a node with 4 x 200 Gb/s; MFU only,
+        // counted as torchtitan counts it.
+        << "L1,X,s,t,u,Llama 2 7B,6.7,32,4096,32,32,11008,32000,4096,A100,"
+           "40,4,?,4x200 Gb/s HDR per node,64,1,1,1,64,1,FSDP2 full shard,1,"
+           "64,1,none,n/a,BF16,\"torchtitan (FSDP2, torch.compile)\",,,,50,,"
+           "\"MFU = (6*N_nonembedding + 12*l*h*q*t) * tokens/s / 312e12\",,,"
+           "HIGH,\n"
+        // NeMo Llama with GQA on H100: TFLOP/s under Megatron's count.
+        << "M1,X,s,t,u,Llama 3 70B,70,80,8192,64,8,28672,128256,8192,H100,80,"
+           "8,?,8x400 Gb/s IB per node (400 Gb/s per GPU),128,8,4,5,4,1,"
+           "distributed optimizer,1,128,32,full,yes,BF16,NeMo 24.11,400,,,,,"
+           "model FLOPs (no recompute),,,HIGH,\n"
+        << "X1,X,s,t,u,Mixtral 8x7B,47,32,4096,32,8,14336,32000,4096,H100,80,"
+           "8,?,?,64,1,1,1,64,1,FSDP,1,64,1,none,n/a,BF16,torchtitan,,100,,,"
+           ",x,,,HIGH,MoE (8 experts top-2)\n"
+        << "X2,X,s,t,u,Llama 3 8B,8,32,4096,32,8,14336,128256,8192,H100,80,8,"
+           "?,?,64,1,1,1,32,2,distributed optimizer,1,64,1,none,n/a,BF16,"
+           "NeMo,,100,,,,x,,,HIGH,\n"
+        << "X3,X,s,t,u,Llama 3 8B,8,32,4096,32,8,14336,128256,8192,H100,80,8,"
+           "?,?,64,1,1,1,64,1,distributed optimizer,1,64,1,none,n/a,FP8,"
+           "NeMo,,100,,,,x,,,HIGH,\n"
+        << "X4,X,s,t,u,GPT 1B,1,24,2048,16,?,?,51200,2048,V100,32,8,?,?,64,1,"
+           "1,1,64,1,ZeRO-1,1,64,1,none,n/a,FP16,DeepSpeed,,100,,,,x,,,HIGH,\n"
+        << "X5,X,s,t,u,Llama 3 8B,8,32,4096,32,8,14336,128256,8192,H100,80,8,"
+           "?,?,64,1,1,1,64,1,HYBRID_SHARD,1,64,1,none,n/a,BF16,PyTorch FSDP,,"
+           "100,,,,x,,,HIGH,\n";
+  }
+  std::vector<std::string> skipped;
+  std::vector<PublishedRun> runs = readPublishedRuns(path, skipped);
+  ASSERT_EQ(runs.size(), 2u);
+  ASSERT_EQ(skipped.size(), 5u);
+  EXPECT_NE(skipped[0].find("X1: mixture-of-experts"), std::string::npos);
+  EXPECT_NE(skipped[1].find("X2: context parallelism (cp=2)"),
+            std::string::npos);
+  EXPECT_NE(skipped[2].find("X3: FP8"), std::string::npos);
+  EXPECT_NE(skipped[3].find("X4: no device model for 'V100'"),
+            std::string::npos);
+  EXPECT_NE(skipped[4].find("X5: hybrid sharding"), std::string::npos);
+
+  const PublishedRun &l1 = runs[0];
+  const ModelDesc &m = l1.desc;
+  EXPECT_TRUE(m.gatedMlp && m.rmsNorm && !m.biases && !m.tiedEmbedding);
+  EXPECT_FALSE(m.learnedPositions);
+  EXPECT_FALSE(m.eagerNorms); // torch.compile
+  EXPECT_EQ(m.gradientBytes, 4); // FSDP2 reduces in fp32
+  EXPECT_DOUBLE_EQ(l1.cluster.device.memoryBytes, 40.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(l1.cluster.device.memoryBandwidth, 1555e9);
+  ASSERT_EQ(l1.cluster.levels.size(), 2u);
+  EXPECT_EQ(l1.cluster.levels[0].size, 4);
+  EXPECT_EQ(l1.cluster.levels[1].size, 16);
+  EXPECT_DOUBLE_EQ(l1.cluster.levels[1].bandwidth, 4 * 200e9 / 8 / 4);
+  EXPECT_EQ(l1.metric, PublishedMetric::TflopsPerGpu);
+  EXPECT_DOUBLE_EQ(l1.measured, 0.5 * 312);
+  // 6 N (without the embedding table) + 12 l h s per token, 64 x 4096
+  // tokens: N = 32 layers x (4 h^2 + 3 h f + 2 h) + head + final norm.
+  double h = 4096, f = 11008, tokens = 64.0 * 4096;
+  double n = 32 * (4 * h * h + 3 * h * f + 2 * h) + 32000 * h + h;
+  EXPECT_DOUBLE_EQ(l1.flopsPerStep, (6 * n + 12 * 32 * h * 4096) * tokens);
+
+  // Megatron's count with GQA (8 of 64 heads) and SwiGLU (x 3/2):
+  // 12 B s l h^2 ((1 + 1/8 + s/h) + 1.5 f/h + V/(2 l h)).
+  const PublishedRun &m1 = runs[1];
+  EXPECT_EQ(m1.metric, PublishedMetric::TflopsPerGpu);
+  double H = 8192, s = 8192, l = 80, F = 28672, V = 128256;
+  double want = 12 * 128 * s * l * H * H *
+                ((1 + 0.125 + s / H) + 1.5 * F / H + V / (2 * l * H));
+  EXPECT_NEAR(m1.flopsPerStep / want, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(m1.cluster.levels[1].bandwidth, 400e9 / 8);
+  EXPECT_NE(m1.reading.find("schedule=interleaved vpp=5"), std::string::npos);
+  PlanResult p = planAsStated(m1);
+  ASSERT_TRUE(p.ok) << p.error;
+}
