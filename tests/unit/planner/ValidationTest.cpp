@@ -303,3 +303,28 @@ TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
   PlanResult p = planAsStated(m1);
   ASSERT_TRUE(p.ok) << p.error;
 }
+
+// The other four rows of Megatron-Core's H100 weak-scaling table
+// (bench/planner/megatron-h100, docs/validation.md), read like A1-A9: every
+// one fits; 32B, 119B and 314B stay within 10%. 7.1B (tp 2, hidden 4096) is
+// predicted fast like 1.7B, the two smallest models of the table; a change
+// that brings them inside should check them here too.
+TEST(Validation, MegatronH100OtherRows) {
+  std::vector<std::string> skipped;
+  std::vector<PublishedRun> runs =
+      readPublishedRuns(STRATA_MEGATRON_H100_ROWS, skipped);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_TRUE(skipped.empty()) << skipped.front();
+  for (const PublishedRun &r : runs) {
+    SCOPED_TRACE(r.id + " " + r.model + " (" + r.reading + ")");
+    PlanResult p = planAsStated(r);
+    ASSERT_TRUE(p.ok) << p.error;
+    EXPECT_TRUE(p.plans[0].estimate.fits);
+    if (r.id == "A2")
+      continue;
+    double pred = predictedMetric(r, p.plans[0].estimate);
+    EXPECT_NEAR(pred / r.measured, 1.0, 0.10)
+        << "predicted " << pred << ", measured " << r.measured << " with "
+        << p.plans[0].plan.summary();
+  }
+}
