@@ -94,7 +94,8 @@ struct Row {
 /// The transformer family, from the model's name, the notes and the
 /// framework: Llama-style models (SwiGLU, RMSNorm, rotary, no biases, no
 /// dropout, untied head), Nemotron-4 (squared ReLU, rotary, no biases, untied),
-/// MPT (no biases, ALiBi, no dropout, tied), BLOOM (ALiBi); GPT otherwise.
+/// MPT (llm-foundry's defaults: a GPT without dropout), BLOOM (ALiBi); GPT
+/// otherwise.
 /// Words in the notes ("rotary", "ALiBi", "untied embeddings") override.
 bool readFamily(const Row &row, ModelDesc &m, std::string &why) {
   std::string model = row.get("model"), notes = row.get("notes");
@@ -115,7 +116,12 @@ bool readFamily(const Row &row, ModelDesc &m, std::string &why) {
     m.biases = false, m.learnedPositions = false, m.dropout = false;
     m.tiedEmbedding = false;
   } else if (contains(model, "mpt")) {
-    m.biases = false, m.learnedPositions = false, m.dropout = false;
+    // llm-foundry's MPT configs set only the sizes (scripts/train/yamls/
+    // pretrain/mpt-*.yaml); MPTConfig's defaults are a GPT with biases
+    // (no_bias: False), a learned position table (learned_pos_emb: True,
+    // ALiBi off) and no dropout (all *_pdrop 0.0). The benchmark table's
+    // NumParams, L(12d² + 13d) + 2d + Vd + Sd, counts exactly those.
+    m.dropout = false;
   } else if (contains(model, "bloom")) {
     m.learnedPositions = false; // ALiBi
   }
@@ -218,6 +224,11 @@ std::optional<ClusterSpec> readCluster(const Row &row, std::string &why) {
   }
   DeviceSpec &d = c->device;
   constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+  // A stated memory size other than the preset's (H100 94/96 GB parts).
+  if (kind == "h100" && memGb > 0 && std::fabs(memGb - 80) > 1) {
+    d.name = "H100-SXM-" + std::to_string(int(memGb)) + "GB";
+    d.memoryBytes = memGb * 1e9;
+  }
   if (kind == "a100" && memGb > 0 && memGb < 60) {
     // A100 SXM4 40 GB: HBM2 at 1,555 GB/s (the 80 GB part: 2,039).
     d.name = "A100-SXM4-40GB";
@@ -359,16 +370,27 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       continue;
     }
     bool torchtitan = contains(framework, "torchtitan");
+    bool megatron =
+        containsAny(framework, {"Megatron", "NeMo"}) &&
+        !contains(framework, "DeepSpeed");
     std::string rc = lower(get("recompute"));
-    // torchtitan's op-level selective recomputation (selective_ac_option =
-    // 'op'): the matmul outputs are kept, the rest recomputed.
-    if (torchtitan && rc.rfind("selective", 0) == 0) {
-      if (!contains(rc, "op")) {
-        skip("torchtitan's layer-wise selective recomputation ('" +
-             get("recompute") + "') is not modelled");
+    // "Selective" recomputation is a policy of the framework's: Megatron-LM's
+    // (and NeMo's, Megatron-DeepSpeed's) recomputes the attention core
+    // (Korthikanti et al.); torchtitan's op-level policy (selective_ac_option
+    // = 'op') keeps the matmul outputs and recomputes the rest. Other
+    // policies (torchtitan's every-n-th layer, MaxText's custom
+    // remat_policy) are not modelled.
+    if (rc.rfind("selective", 0) == 0) {
+      if (torchtitan && contains(rc, "op")) {
+        m.opLevelSelective = true;
+      } else if (!(megatron || contains(framework, "Megatron") ||
+                   contains(rc, "core attention") ||
+                   contains(rc, "attention core"))) {
+        skip("the recomputation policy '" + get("recompute") +
+             "' is not modelled (selective means Megatron-LM's attention-"
+             "core recomputation or torchtitan's op-level policy)");
         continue;
       }
-      m.opLevelSelective = true;
     }
     // Megatron-LM (and NeMo on Megatron-Core) accumulate and reduce bf16
     // gradients in fp32 (`accumulate_allreduce_grads_in_fp32`, forced on
@@ -376,13 +398,16 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     // (MixedPrecisionPolicy(reduce_dtype=float32)). Composer's FSDP mixed
     // precision 'DEFAULT' (llm-foundry's "MP Mode", with amp_*) is
     // param_dtype = the amp dtype, reduce_dtype = float32.
-    bool megatron =
-        containsAny(framework, {"Megatron", "NeMo"}) &&
-        !contains(framework, "DeepSpeed");
     bool composer = containsAny(framework, {"Composer", "llm-foundry"});
     bool composerDefault = composer && contains(precision, "amp_");
     if (megatron || torchtitan || composerDefault)
       m.gradientBytes = 4;
+    // NeMo's distributed_fused_adam with `grad_sync_dtype: bf16` keeps and
+    // reduces the gradients in bf16, when the row says so.
+    std::string stated = get("notes") + " " + zero + " " + precision;
+    if (containsAny(stated, {"grad_sync_dtype bf16", "grad_sync_dtype: bf16",
+                             "grad_sync_dtype=bf16"}))
+      m.gradientBytes = 2;
     // Attention kernel: every source here runs a fused (flash) kernel except
     // DeepSpeed-era Megatron (fused softmax over stored scores).
     if (contains(framework, "DeepSpeed"))
