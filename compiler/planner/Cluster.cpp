@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/Cluster.h"
+#include "compiler/planner/AttentionKernels.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -146,6 +147,10 @@ static ClusterSpec nvlinkDomain(const std::string &preset, int64_t gpus,
 /// A100 specifics shared by dgx-a100:N and a100:N.
 static ClusterSpec withA100(ClusterSpec c) {
   c.device.expRate = 108 * 16 * 1.41e9;
+  // Fused attention as FlashAttention-2 runs it on Ampere (PyTorch's SDPA
+  // and Transformer Engine's backend there), at its measured rates by
+  // sequence length (AttentionKernels.cpp; docs/cost-model.md).
+  c.device.attentionKernel = "flash-attn-2";
   return c;
 }
 
@@ -449,10 +454,22 @@ private:
     checkKeys(dev,
               {"name", "kind", "memory", "reserved_memory", "memory_bandwidth",
                "peak_flops", "compute_units", "gemm_tile", "efficiency",
-               "collective_units", "exp_rate"},
+               "collective_units", "exp_rate", "attention_kernel"},
               "'device'");
     if (dev["name"] && dev["name"].IsScalar())
       d.name = dev["name"].Scalar();
+    if (YAML::Node k = dev["attention_kernel"]) {
+      const std::vector<std::string> &names = attentionKernelNames();
+      std::string v = k.IsScalar() ? k.Scalar() : std::string();
+      if (std::find(names.begin(), names.end(), v) == names.end()) {
+        std::string list;
+        for (const std::string &n : names)
+          list += (list.empty() ? "" : ", ") + n;
+        error(k, "unknown attention_kernel '" + v + "'; use one of: " + list);
+        return;
+      }
+      d.attentionKernel = v;
+    }
     if (YAML::Node k = dev["kind"]) {
       d.kind = k.as<std::string>("");
       if (d.kind != "gpu" && d.kind != "cpu")

@@ -67,6 +67,10 @@ struct DeviceSpec {
   /// H100, 0.52 and 0.50; 0 = tensor cores at gemmEfficiency plus the
   /// exponentials.
   double attentionEfficiency = 0, attentionBackwardEfficiency = 0;
+  /// The fused attention kernel the stack runs when no scalar rate is given:
+  /// a kernel with measured rates by sequence length (AttentionKernels.h:
+  /// "flash-attn-2", "flash-attn-triton"); empty = none.
+  std::string attentionKernel;
 
   /// Peak for `dtype`, falling back to float32's; 0 if neither is given.
   double peakFor(const std::string &dtype) const;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/CostModel.h"
+#include "compiler/planner/AttentionKernels.h"
 #include "compiler/planner/Collectives.h"
 
 #include <algorithm>
@@ -126,7 +127,16 @@ double AnalyticalCostModel::fusedAttentionTime(double heads, double s, double d,
   double depth = s * causal; // keys each query block iterates over
   double depthEff = depth / (depth + dev.gemmDepthHalf);
   double compute;
-  if (dev.attentionEfficiency > 0) {
+  double measured =
+      dev.attentionEfficiency > 0
+          ? 0
+          : measuredAttentionEfficiency(dev.attentionKernel, dev.name, d,
+                                        m.causal, s);
+  if (measured > 0) {
+    // The kernel's measured forward + backward rate at this sequence
+    // length (AttentionKernels.cpp), for both directions.
+    compute = flops / (peak * measured * tileEff);
+  } else if (dev.attentionEfficiency > 0) {
     // A measured whole-kernel rate (softmax included) for the kernel the
     // stack runs, e.g. FlashAttention-2 on an H100 (docs/cost-model.md).
     double eff = backward && dev.attentionBackwardEfficiency > 0

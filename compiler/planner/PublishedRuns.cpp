@@ -266,6 +266,13 @@ std::optional<ClusterSpec> readCluster(const Row &row, std::string &why) {
     d.attentionEfficiency = 319.0 / 989.0;
     d.attentionBackwardEfficiency = 310.0 / 989.0;
   }
+  // llm-foundry's `attn_impl: triton` is the Triton FlashAttention, measured
+  // on A100 by sequence length beside FlashAttention-2 (AttentionKernels.cpp).
+  if (containsAny(framework, {"attn_impl triton", "triton attn",
+                              "triton attention", "attn_impl: triton"})) {
+    d.attentionKernel = "flash-attn-triton";
+    d.attentionEfficiency = d.attentionBackwardEfficiency = 0;
+  }
   return c;
 }
 
@@ -504,6 +511,8 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       m.fp32GradAccumulationPass = true;
     if (m.attention == ModelDesc::Attention::Unfused)
       r.reading += " (unfused attention)";
+    else if (r.cluster.device.attentionKernel == "flash-attn-triton")
+      r.reading += " (Triton attention)";
     else if (contains(gpu, "H100") &&
              r.cluster.device.attentionEfficiency < 0.4)
       r.reading += " (FlashAttention-2)";
