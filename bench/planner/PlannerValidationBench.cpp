@@ -9,6 +9,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/PublishedRuns.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include "compiler/planner/Search.h"
 
 #include <cstdlib>
@@ -69,6 +73,36 @@ static void printPublishedRuns() {
   }
   for (const std::string &s : skipped)
     std::printf("skipped %s\n", s.c_str());
+  // One line per file: how many rows were read, fit, and came within 10%,
+  // and why the others were skipped.
+  int read = int(runs.size()), fit = 0, within = 0;
+  std::vector<double> errors;
+  for (const PublishedRun &r : runs) {
+    PlanResult p = planAsStated(r);
+    if (!p.ok || !p.plans[0].estimate.fits)
+      continue;
+    ++fit;
+    double pred = predictedMetric(r, p.plans[0].estimate);
+    double err = r.metric == PublishedMetric::IterationTime
+                     ? r.measured / pred - 1
+                     : pred / r.measured - 1;
+    errors.push_back(std::fabs(err));
+    within += std::fabs(err) <= 0.10;
+  }
+  std::sort(errors.begin(), errors.end());
+  double median = errors.empty() ? 0 : errors[errors.size() / 2];
+  std::map<std::string, int> reasons;
+  for (const std::string &s : skipped) {
+    std::string why = s.substr(s.find(": ") + 2);
+    why = why.substr(0, std::min(why.find(" ("), why.find(" '")));
+    ++reasons[why];
+  }
+  std::printf("\nsummary: %d rows read, %d fit, %d within 10%% (median "
+              "|error| %.1f%%); %zu skipped",
+              read, fit, within, 100 * median, skipped.size());
+  for (auto &[why, n] : reasons)
+    std::printf("; %d: %s", n, why.c_str());
+  std::printf("\n");
 }
 
 int main() {

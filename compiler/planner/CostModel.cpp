@@ -452,6 +452,19 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
       lc.recompute = pointwiseFwd + gemmTime(T, kvLocal, h, 1) +
                      gemmTime(T, h, h / t, 1) +
                      gemmTime(T, double(m.ffnHidden) / t, h, 1);
+      // What it keeps: the block's input (the checkpoint boundary), the
+      // outputs of wq, wv, w1 and w2, and the attention kernel's output with
+      // its fp32 log-sum-exp per query row; the backward rebuilds the rest
+      // of the layer beside them.
+      double heads = double(m.heads) / t;
+      double kept = layerInput +
+                    T * e * (h / t + kvLocal + h / t + f / t) +
+                    T * h * e / outside +
+                    double(p.microBatch) * heads * double(m.seqLen) * 4.0;
+      if (kept < lc.saved) {
+        lc.transient = std::max(lc.transient, lc.saved - kept);
+        lc.saved = kept;
+      }
     }
     break;
   case Recompute::Full:
@@ -767,6 +780,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     // compute it overlaps, and at least the last bucket; everything where
     // the device cannot overlap at all.
     auto exposed = [&](double comm, double hiding) {
+      if (m.gradientReductionAfterBackward)
+        return comm;
       double last = commOverlapsCompute() ? comm * lastBucket : 0;
       return last + overlappedCommTime(comm - last, hiding);
     };

@@ -89,6 +89,11 @@ struct ModelDesc {
   /// read the 16-bit gradient, read and write the fp32 one), instead of
   /// the weight-gradient GEMM accumulating in place.
   bool fp32GradAccumulationPass = false;
+  /// The data-parallel gradient reduction (and ZeRO-1/2's parameter
+  /// all-gather) runs after the last micro-batch's backward instead of
+  /// overlapping it bucket by bucket: DeepSpeed's pipeline engine reduces
+  /// after the pipeline flush (its ReduceGrads instruction).
+  bool gradientReductionAfterBackward = false;
   /// Biases on the attention and MLP projections.
   bool biases = true;
   /// A learned position table [seq_len, hidden] (rotary embeddings have none).

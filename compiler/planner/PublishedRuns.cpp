@@ -505,6 +505,13 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     // parallel innermost, then data, pipeline stages outermost.
     if (contains(framework, "DeepSpeed"))
       pin("placement=tp,dp,pp");
+    // DeepSpeed's pipeline engine reduces the gradients after the pipeline
+    // flush (TrainSchedule's ReduceTiedGrads/ReduceGrads), not under the
+    // backward.
+    if (contains(framework, "DeepSpeed") && pp > 1) {
+      m.gradientReductionAfterBackward = true;
+      r.reading += " (gradient reduction after the flush)";
+    }
     // DeepSpeed's bf16 optimizer accumulates each micro-batch's gradients
     // into fp32 buffers in a pass of its own.
     if (contains(zero, "DeepSpeed bf16 optimizer"))
