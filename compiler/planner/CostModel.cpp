@@ -567,6 +567,12 @@ ParamBytes paramBytes(const ModelDesc &m, const Plan *p, bool stratasLayout) {
   case ModelDesc::Optimizer::Adam:
     b.optimizer += 8;
     b.update = 28; // read g, w, m, v; write w, m, v (+ the 16-bit copy)
+    // A framework's own state layout (ModelDesc::optimizerStateBytes):
+    // read the gradient and the state, write the state and the weight.
+    if (m.optimizerStateBytes > 0 && !stratasLayout) {
+      b.optimizer = m.optimizerStateBytes;
+      b.update = grad + 2 * b.optimizer + 2 * e;
+    }
     break;
   case ModelDesc::Optimizer::SgdMomentum:
     b.optimizer += 4;

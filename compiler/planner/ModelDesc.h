@@ -89,6 +89,12 @@ struct ModelDesc {
   /// read the 16-bit gradient, read and write the fp32 one), instead of
   /// the weight-gradient GEMM accumulating in place.
   bool fp32GradAccumulationPass = false;
+  /// Optimizer state bytes per parameter, the fp32 master copy included,
+  /// when the framework's optimizer keeps other than Adam's default (8, +4
+  /// for the master under mixed precision): NeMo's distributed_fused_adam
+  /// keeps the masters' low 16 bits beside bf16 weights (10), or bf16
+  /// moments and no master with `optim.dtype: bf16` (4). 0 = the default.
+  double optimizerStateBytes = 0;
   /// The data-parallel gradient reduction (and ZeRO-1/2's parameter
   /// all-gather) runs after the last micro-batch's backward instead of
   /// overlapping it bucket by bucket: DeepSpeed's pipeline engine reduces

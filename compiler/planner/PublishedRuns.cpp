@@ -415,6 +415,16 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     if (containsAny(stated, {"grad_sync_dtype bf16", "grad_sync_dtype: bf16",
                              "grad_sync_dtype=bf16"}))
       m.gradientBytes = 2;
+    // Its optimizer state (NeMo megatron_base_model.py): with bf16 weights
+    // and fp32 moments it stores only the masters' low 16 bits
+    // (store_param_remainders: 4 + 4 + 2 bytes); with `optim.dtype: bf16`
+    // the moments are bf16 and no master is stored (2 + 2).
+    if (contains(stated, "distributed_fused_adam"))
+      m.optimizerStateBytes =
+          containsAny(stated, {"optim.dtype: bf16", "optim.dtype bf16",
+                               "optimizer dtype bf16"})
+              ? 4
+              : 10;
     // Attention kernel: every source here runs a fused (flash) kernel except
     // DeepSpeed-era Megatron (fused softmax over stored scores).
     if (contains(framework, "DeepSpeed"))
