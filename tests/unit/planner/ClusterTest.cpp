@@ -257,3 +257,46 @@ topology:
   ASSERT_FALSE(diags.empty());
   EXPECT_NE(diags[0].str().find("'nccl' or 'alpha-beta'"), std::string::npos);
 }
+
+TEST(Cluster, AttentionKernelNamesAMeasuredKernel) {
+  // `attention_kernel` picks measured rates by sequence length for a device
+  // the name identifies (AttentionKernels.h); an unknown kernel is an error
+  // at its line that lists the known ones. The A100 presets run
+  // FlashAttention-2, the H100 presets cuDNN's scalar rates.
+  const char *text = R"(
+device:
+  name: A100-SXM4-80GB
+  kind: gpu
+  memory: 80 GiB
+  memory_bandwidth: 2039 GB/s
+  peak_flops: {bfloat16: 312 TFLOP/s}
+  compute_units: 108
+  attention_kernel: flash-attn-triton
+topology:
+  - {name: nvlink, size: 8, bandwidth: 300 GB/s, latency: 3 us}
+)";
+  std::vector<PlannerDiag> diags;
+  std::string yaml = text;
+  auto c = loadClusterSpec("a100.yaml", diags, &yaml);
+  ASSERT_TRUE(c) << (diags.empty() ? "" : diags[0].str());
+  EXPECT_EQ(c->device.attentionKernel, "flash-attn-triton");
+  std::string bad = yaml;
+  bad.replace(bad.find("flash-attn-triton"), 17, "flash-attn-9");
+  diags.clear();
+  EXPECT_FALSE(loadClusterSpec("bad.yaml", diags, &bad));
+  ASSERT_FALSE(diags.empty());
+  EXPECT_NE(diags[0].str().find("bad.yaml:9:"), std::string::npos)
+      << diags[0].str();
+  EXPECT_NE(diags[0].str().find("unknown attention_kernel 'flash-attn-9'; "
+                                "use one of: flash-attn-2, flash-attn-triton"),
+            std::string::npos)
+      << diags[0].str();
+  std::string err;
+  bool isPreset = false;
+  EXPECT_EQ(clusterPreset("dgx-a100:1", err, isPreset)->device.attentionKernel,
+            "flash-attn-2");
+  EXPECT_EQ(clusterPreset("a100:8", err, isPreset)->device.attentionKernel,
+            "flash-attn-2");
+  EXPECT_EQ(clusterPreset("dgx-h100:1", err, isPreset)->device.attentionKernel,
+            "");
+}

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/CostModel.h"
+#include "compiler/planner/AttentionKernels.h"
 #include "compiler/planner/Search.h"
 #include "compiler/planner/Trace.h"
 #include "tests/unit/planner/PlannerTestUtils.h"
@@ -649,4 +650,103 @@ TEST(CostModel, ZeroThreeReducesGradientsInTheirDtype) {
   double ag = cpu.allGatherTime(layerParams * 4, 1, 2);
   double rs = cpu.reduceScatterTime(layerParams * 4, 1, 2);
   EXPECT_NEAR(cpu.stageCosts(q).layerZeroComm, 2 * ag + rs, 1e-12);
+}
+
+TEST(CostModel, MeasuredAttentionCurvesInterpolateBySequence) {
+  // FlashAttention-2's release figures, causal, fwd + bwd: A100 head dim
+  // 128 at 2k/4k/16k = 155/173/189 TFLOP/s of 312, head dim 64 at 4k = 156,
+  // the Triton kernel at 4k = 74; H100 head dim 128 at 4k = 294 of 989.
+  auto eff = [](const char *k, const char *gpu, double d, bool causal,
+                double s) {
+    return measuredAttentionEfficiency(k, gpu, d, causal, s);
+  };
+  EXPECT_DOUBLE_EQ(eff("flash-attn-2", "A100-SXM4-80GB", 128, true, 4096),
+                   173.0 / 312);
+  EXPECT_DOUBLE_EQ(eff("flash-attn-2", "A100-SXM4-40GB", 64, true, 4096),
+                   156.0 / 312);
+  EXPECT_DOUBLE_EQ(eff("flash-attn-triton", "A100-SXM4-80GB", 128, true, 4096),
+                   74.0 / 312);
+  EXPECT_DOUBLE_EQ(eff("flash-attn-2", "H100-SXM5-80GB", 128, true, 4096),
+                   294.0 / 989);
+  // Log-linear between measured lengths, clamped outside them.
+  double t = std::log2(3000.0 / 2048);
+  EXPECT_NEAR(eff("flash-attn-2", "A100-SXM4-80GB", 128, true, 3000),
+              (155 + t * (173 - 155)) / 312, 1e-12);
+  EXPECT_DOUBLE_EQ(eff("flash-attn-2", "A100-SXM4-80GB", 128, true, 65536),
+                   189.0 / 312);
+  EXPECT_DOUBLE_EQ(eff("flash-attn-2", "A100-SXM4-80GB", 128, true, 256),
+                   99.0 / 312);
+  // No measurement: another kernel, device or mask.
+  EXPECT_EQ(eff("cudnn", "A100-SXM4-80GB", 128, true, 4096), 0);
+  EXPECT_EQ(eff("flash-attn-triton", "H100-SXM5-80GB", 128, true, 4096), 0);
+  EXPECT_EQ(eff("flash-attn-2", "A100-SXM4-80GB", 128, false, 4096), 0);
+
+  // The A100 presets run FlashAttention-2: 27 heads of s = 4096 fill 8
+  // waves of 108 SMs (32 query blocks each), so forward + backward is the
+  // causal FLOPs (2 + 5 GEMMs of 2 s^2 d, half masked) at 173 TFLOP/s.
+  ModelDesc m = gpt(3456, 27, 4, 4096);
+  m.attention = ModelDesc::Attention::Fused;
+  ClusterSpec a100 = preset("dgx-a100:1");
+  EXPECT_EQ(a100.device.attentionKernel, "flash-attn-2");
+  AnalyticalCostModel cm(m, a100);
+  double s = 4096, d = 128, heads = 27;
+  double flops = 7 * 2 * s * s * d * heads * 0.5;
+  EXPECT_NEAR(cm.fusedAttentionTime(heads, s, d, false) +
+                  cm.fusedAttentionTime(heads, s, d, true),
+              flops / 173e12 + 2 * 5e-6, 1e-9);
+}
+
+TEST(CostModel, FrameworkOptimizerStateLayout) {
+  // NeMo's distributed_fused_adam beside bf16 weights keeps fp32 moments and
+  // the masters' low 16 bits (10 bytes per parameter), or bf16 moments and
+  // no master (4); the update reads the gradient and the state and writes
+  // the state and the 16-bit weight. Adam's default: 8 + the 4-byte master.
+  ModelDesc m = gpt(1024, 16, 4, 1024);
+  m.dtype = "bfloat16", m.dtypeBytes = 2, m.gradientBytes = 2;
+  EXPECT_DOUBLE_EQ(paramBytes(m).optimizer, 12);
+  m.optimizerStateBytes = 10;
+  ParamBytes b = paramBytes(m);
+  EXPECT_DOUBLE_EQ(b.optimizer, 10);
+  EXPECT_DOUBLE_EQ(b.update, 2 + 2 * 10 + 2 * 2);
+  m.optimizerStateBytes = 4;
+  EXPECT_DOUBLE_EQ(paramBytes(m).optimizer, 4);
+  // Strata's CPU runtime keeps its own layout regardless.
+  EXPECT_DOUBLE_EQ(paramBytes(m, nullptr, true).optimizer, 8);
+}
+
+TEST(CostModel, OpLevelSelectiveKeepsMatmulOutputs) {
+  // torchtitan's op-level policy keeps, per layer and micro-batch, the
+  // block's input, the outputs of wq [T,h], wv [T,kv], the attention kernel
+  // [T,h] with its fp32 log-sum-exp per head and query, w1 [T,f] and w2
+  // [T,h] (bf16); everything else is rebuilt in the backward.
+  ModelDesc m = llama(4096, 32, 8, 32, 14336, 8192);
+  m.attention = ModelDesc::Attention::Fused;
+  m.opLevelSelective = true;
+  AnalyticalCostModel cm(m, preset("dgx-a100:1"));
+  Plan none = plan(1, 1, 1, 1, 1), sel = none;
+  none.recompute = Recompute::None;
+  sel.recompute = Recompute::Selective;
+  double T = 8192, h = 4096, kv = 1024, f = 14336, e = 2;
+  double kept = T * h * e + T * e * (h + kv + h + f) + T * h * e +
+                32 * 8192 * 4.0;
+  EXPECT_NEAR(cm.stageCosts(sel).layerActivation, kept, 1);
+  EXPECT_LT(kept, cm.stageCosts(none).layerActivation);
+}
+
+TEST(CostModel, GradientReductionAfterTheFlushIsExposed) {
+  // DeepSpeed's pipeline engine all-reduces after the last backward: the
+  // whole reduction (one bucket here) shows, where an overlapped one hides
+  // under the backward except its last bucket.
+  ModelDesc m = gpt(2048, 16, 8, 2048);
+  m.dtype = "bfloat16", m.dtypeBytes = 2;
+  Plan p = plan(8, 1, 1, 4, 1);
+  p.zero = 0;
+  p.bucketBytes = int64_t(1) << 40;
+  ClusterSpec c = preset("dgx-a100:1");
+  double overlapped = AnalyticalCostModel(m, c).stageCosts(p).dpExposed;
+  m.gradientReductionAfterBackward = true;
+  AnalyticalCostModel after(m, c);
+  double all = after.allReduceTime(double(m.totalParams()) * 2, 1, 8);
+  EXPECT_NEAR(after.stageCosts(p).dpExposed, all, 1e-12);
+  EXPECT_LT(overlapped, all);
 }
