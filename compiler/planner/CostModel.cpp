@@ -737,7 +737,8 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // Gradient buckets: Strata's runtime reduces the flat gradient buckets
   // in place (they are the persistent gradients); GPU frameworks keep two
   // 25 MiB communication buckets.
-  if (p.dp > 1 && p.zero < 3 && !stratasLayout())
+  if (p.dp > 1 && p.zero < 3 && !stratasLayout() &&
+      !m.gradientBucketsAreViews)
     sc.commBuffers += 2.0 * double(p.bucketBytes); // two gradient buckets
   if (p.pp > 1 && stratasLayout())
     sc.boundaryBuffer = T * h * e / outside;

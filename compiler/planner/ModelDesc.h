@@ -95,6 +95,10 @@ struct ModelDesc {
   /// keeps the masters' low 16 bits beside bf16 weights (10), or bf16
   /// moments and no master with `optim.dtype: bf16` (4). 0 = the default.
   double optimizerStateBytes = 0;
+  /// The gradient buckets are views into one contiguous gradient buffer
+  /// (Megatron-LM's and NeMo's DDP), not communication buffers of their own
+  /// (PyTorch DDP, DeepSpeed): they take no memory beyond the gradients.
+  bool gradientBucketsAreViews = false;
   /// The data-parallel gradient reduction (and ZeRO-1/2's parameter
   /// all-gather) runs after the last micro-batch's backward instead of
   /// overlapping it bucket by bucket: DeepSpeed's pipeline engine reduces

@@ -409,6 +409,9 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     bool composerDefault = composer && contains(precision, "amp_");
     if (megatron || torchtitan || composerDefault)
       m.gradientBytes = 4;
+    // Megatron-LM's DDP (and NeMo's) reduces buckets that are views of one
+    // contiguous gradient buffer.
+    m.gradientBucketsAreViews = megatron;
     // NeMo's distributed_fused_adam with `grad_sync_dtype: bf16` keeps and
     // reduces the gradients in bf16, when the row says so.
     std::string stated = get("notes") + " " + zero + " " + precision;
