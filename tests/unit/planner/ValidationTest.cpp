@@ -349,7 +349,7 @@ TEST(Validation, OtherSourcesReadFitAndStayWithinTenPercent) {
       // ran at the edge.
       {STRATA_BENCH_ROWS "/llm-foundry-a100/published-runs.csv", 96, 0,
        {"F40-1b-s2048-g32"}, 69},
-      {STRATA_BENCH_ROWS "/nvidia-h100/published-runs.csv", 50, 214, {}, 40},
+      {STRATA_BENCH_ROWS "/nvidia-h100/published-runs.csv", 50, 214, {}, 41},
       {STRATA_BENCH_ROWS "/torchtitan/published-runs.csv", 13, 28, {}, 3},
       {STRATA_BENCH_ROWS "/zero3-at-scale/published-runs.csv", 69, 39,
        {"MPT-A10040-1b-32"}, 31},
