@@ -201,7 +201,8 @@ std::optional<ClusterSpec> readCluster(const Row &row, std::string &why) {
   std::string kind;
   if (contains(gpu, "H200"))
     kind = "h200";
-  else if (contains(gpu, "H100") && !containsAny(gpu, {"pcie", "nvl"}))
+  else if (contains(gpu, "H100") && !contains(gpu, "pcie") &&
+           !std::regex_search(gpu, std::regex(R"(\bNVL\b)", std::regex::icase)))
     kind = "h100";
   else if (contains(gpu, "A100") && !contains(gpu, "pcie"))
     kind = "a100";

@@ -241,7 +241,8 @@ TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
            "\"MFU = (6*N_nonembedding + 12*l*h*q*t) * tokens/s / 312e12\",,,"
            "HIGH,\n"
         // NeMo Llama with GQA on H100: TFLOP/s under Megatron's count.
-        << "M1,X,s,t,u,Llama 3 70B,70,80,8192,64,8,28672,128256,8192,H100,80,"
+        << "M1,X,s,t,u,Llama 3 70B,70,80,8192,64,8,28672,128256,8192,"
+           "H100 SXM5 (NVLink),80,"
            "8,?,8x400 Gb/s IB per node (400 Gb/s per GPU),128,8,4,5,4,1,"
            "distributed optimizer,1,128,32,full,yes,BF16,NeMo 24.11,400,,,,,"
            "model FLOPs (no recompute),,,HIGH,\n"
