@@ -750,3 +750,19 @@ TEST(CostModel, GradientReductionAfterTheFlushIsExposed) {
   EXPECT_NEAR(after.stageCosts(p).dpExposed, all, 1e-12);
   EXPECT_LT(overlapped, all);
 }
+
+TEST(CostModel, MegatronGradientBucketsAreViewsOfTheGradientBuffer) {
+  // PyTorch DDP and DeepSpeed copy gradients into two communication buckets
+  // of their own; Megatron-LM's buckets are views into its contiguous
+  // gradient buffer and add nothing.
+  ModelDesc m = gpt(2048, 16, 8, 2048);
+  m.dtype = "bfloat16", m.dtypeBytes = 2;
+  Plan p = plan(8, 1, 1, 4, 1);
+  p.zero = 1;
+  p.bucketBytes = 192000000;
+  ClusterSpec c = preset("dgx-a100:1");
+  double copies = AnalyticalCostModel(m, c).stageCosts(p).commBuffers;
+  m.gradientBucketsAreViews = true;
+  double views = AnalyticalCostModel(m, c).stageCosts(p).commBuffers;
+  EXPECT_DOUBLE_EQ(copies - views, 2.0 * 192000000);
+}
