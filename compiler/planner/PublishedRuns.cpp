@@ -139,7 +139,8 @@ bool readFamily(const Row &row, ModelDesc &m, std::string &why) {
   // the head's own size (Megatron-LM's "GPT 1.7B" is 24 x 2048 with an
   // untied 131072-token head: 1.48B tied, 1.75B untied).
   double statedParams = numCell(row.get("params_b")) * 1e9;
-  if (!statedTie && statedParams > 0 && !llama) {
+  std::string invalid; // sizes are checked (and reported) by the caller
+  if (!statedTie && statedParams > 0 && !llama && m.validate(invalid)) {
     ModelDesc other = m;
     other.tiedEmbedding = !m.tiedEmbedding;
     double head = double(m.vocab) * double(m.hidden);
@@ -189,6 +190,11 @@ std::optional<ClusterSpec> readCluster(const Row &row, std::string &why) {
   int64_t gpus = intCell(row.get("total_gpus"));
   if (gpus <= 0) {
     why = "total_gpus is not stated";
+    return std::nullopt;
+  }
+  if (gpus > kMaxClusterDevices) {
+    why = "total_gpus " + std::to_string(gpus) + " exceeds the planner's " +
+          std::to_string(kMaxClusterDevices) + " devices";
     return std::nullopt;
   }
   double memGb = numCell(row.get("gpu_mem_gb"));

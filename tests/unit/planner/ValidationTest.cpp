@@ -261,10 +261,25 @@ TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
            "?,?,64,1,1,1,64,1,HYBRID_SHARD,1,64,1,none,n/a,BF16,PyTorch FSDP,,"
            "100,,,,x,,,HIGH,\n";
   }
+  // Malformed rows are skipped with the column that is wrong, not read.
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "Y1,X,s,t,u,GPT,1,24,2048,0,?,?,51200,2048,A100,80,8,?,?,8,1,1,"
+           "1,8,1,ZeRO-1,1,8,1,none,n/a,BF16,Megatron-LM,,,10,,,x,,,HIGH,\n"
+        << "Y2,X,s,t,u,GPT,1,24,2048,16,?,?,51200,2048,A100,80,8,?,?,"
+           "99999999999999999999,1,1,1,8,1,ZeRO-1,1,8,1,none,n/a,BF16,"
+           "Megatron-LM,,,10,,,x,,,HIGH,\n"
+        << "Y3,X,s,t,u,GPT,1,24\n";
+  }
   std::vector<std::string> skipped;
   std::vector<PublishedRun> runs = readPublishedRuns(path, skipped);
   ASSERT_EQ(runs.size(), 2u);
-  ASSERT_EQ(skipped.size(), 5u);
+  ASSERT_EQ(skipped.size(), 8u);
+  EXPECT_NE(skipped[5].find("Y1: "), std::string::npos);
+  EXPECT_NE(skipped[6].find("Y2: total_gpus 9223372036854775807 exceeds"),
+            std::string::npos)
+      << skipped[6];
+  EXPECT_NE(skipped[7].find("Y3: "), std::string::npos);
   EXPECT_NE(skipped[0].find("X1: mixture-of-experts"), std::string::npos);
   EXPECT_NE(skipped[1].find("X2: context parallelism (cp=2)"),
             std::string::npos);
