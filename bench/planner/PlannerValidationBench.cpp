@@ -10,10 +10,10 @@
 
 #include "compiler/planner/PublishedRuns.h"
 
+#include "compiler/planner/Search.h"
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include "compiler/planner/Search.h"
 
 #include <cstdlib>
 

@@ -1,14 +1,15 @@
 //===- AttentionKernels.cpp - Measured fused-attention kernel rates -------===//
 //
 // Source: the FlashAttention-2 release's benchmark figures
-// (github.com/Dao-AILab/flash-attention, assets/flash2_a100_fwd_bwd_benchmark.png
-// and flash2_h100_fwd_bwd_benchmark.png, commit 4f285b35, 2023-07-17; the
-// same plots as Dao, arXiv:2307.08691, Fig. 4): "Attention forward +
-// backward speed", batch x sequence = 16k tokens, hidden 2048, panels (c)
-// and (d), with causal mask, head dimension 64 and 128, in TFLOP/s counted
-// as the kernels' own FLOPs (the masked half skipped, backward 2.5 x
-// forward, the cost model's count). A100 80GB SXM4 (312 TFLOP/s dense
-// bf16/fp16) and H100 80GB SXM5 (989).
+// (github.com/Dao-AILab/flash-attention,
+// assets/flash2_a100_fwd_bwd_benchmark.png and
+// flash2_h100_fwd_bwd_benchmark.png, commit 4f285b35, 2023-07-17; the same
+// plots as Dao, arXiv:2307.08691, Fig. 4): "Attention forward + backward
+// speed", batch x sequence = 16k tokens, hidden 2048, panels (c) and (d), with
+// causal mask, head dimension 64 and 128, in TFLOP/s counted as the kernels'
+// own FLOPs (the masked half skipped, backward 2.5 x forward, the cost model's
+// count). A100 80GB SXM4 (312 TFLOP/s dense bf16/fp16) and H100 80GB SXM5
+// (989).
 //
 //===----------------------------------------------------------------------===//
 

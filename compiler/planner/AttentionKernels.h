@@ -1,4 +1,4 @@
-//===- AttentionKernels.h - Measured fused-attention kernel rates -*- C++ -*-===//
+//===- AttentionKernels.h - Measured attention kernel rates ---*- C++ -*-===//
 //
 // Whole-kernel rates (forward + backward, softmax included) that a fused
 // attention kernel was measured at, as a function of sequence length, on a

@@ -127,11 +127,10 @@ double AnalyticalCostModel::fusedAttentionTime(double heads, double s, double d,
   double depth = s * causal; // keys each query block iterates over
   double depthEff = depth / (depth + dev.gemmDepthHalf);
   double compute;
-  double measured =
-      dev.attentionEfficiency > 0
-          ? 0
-          : measuredAttentionEfficiency(dev.attentionKernel, dev.name, d,
-                                        m.causal, s);
+  double measured = dev.attentionEfficiency > 0
+                        ? 0
+                        : measuredAttentionEfficiency(dev.attentionKernel,
+                                                      dev.name, d, m.causal, s);
   if (measured > 0) {
     // The kernel's measured forward + backward rate at this sequence
     // length (AttentionKernels.cpp), for both directions.
@@ -457,8 +456,7 @@ AnalyticalCostModel::layerCost(const Plan &p) const {
       // its fp32 log-sum-exp per query row; the backward rebuilds the rest
       // of the layer beside them.
       double heads = double(m.heads) / t;
-      double kept = layerInput +
-                    T * e * (h / t + kvLocal + h / t + f / t) +
+      double kept = layerInput + T * e * (h / t + kvLocal + h / t + f / t) +
                     T * h * e / outside +
                     double(p.microBatch) * heads * double(m.seqLen) * 4.0;
       if (kept < lc.saved) {
@@ -737,8 +735,7 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
   // Gradient buckets: Strata's runtime reduces the flat gradient buckets
   // in place (they are the persistent gradients); GPU frameworks keep two
   // 25 MiB communication buckets.
-  if (p.dp > 1 && p.zero < 3 && !stratasLayout() &&
-      !m.gradientBucketsAreViews)
+  if (p.dp > 1 && p.zero < 3 && !stratasLayout() && !m.gradientBucketsAreViews)
     sc.commBuffers += 2.0 * double(p.bucketBytes); // two gradient buckets
   if (p.pp > 1 && stratasLayout())
     sc.boundaryBuffer = T * h * e / outside;

@@ -174,8 +174,7 @@ double statedNetworkPerGpu(const std::string &text, int64_t gpusPerNode) {
       R"(([0-9]+)\s*[x\*]\s*([0-9.]+)\s*([GT])b(?:it)?(?:/s|ps))",
       std::regex::icase);
   if (std::regex_search(text, mt, times))
-    return double(std::stoll(mt[1])) * bits(mt[2], mt[3]) /
-           double(gpusPerNode);
+    return double(std::stoll(mt[1])) * bits(mt[2], mt[3]) / double(gpusPerNode);
   static const std::regex plain(R"(([0-9.]+)\s*([GT])b(?:it)?(?:/s|ps))",
                                 std::regex::icase);
   if (std::regex_search(text, mt, plain))
@@ -268,8 +267,8 @@ std::optional<ClusterSpec> readCluster(const Row &row, std::string &why) {
   // Hopper's asynchronous tensor cores: FlashAttention-3 (Shah et al.,
   // arXiv:2407.08608, Fig. 5, head dim 128, sequence 4k) measures it at 319
   // (causal forward) and 310 (backward) of an H100's 989 TFLOP/s.
-  if (kind != "a100" &&
-      (contains(framework, "flash attn") || contains(framework, "torchtitan"))) {
+  if (kind != "a100" && (contains(framework, "flash attn") ||
+                         contains(framework, "torchtitan"))) {
     d.attentionEfficiency = 319.0 / 989.0;
     d.attentionBackwardEfficiency = 310.0 / 989.0;
   }
@@ -384,9 +383,8 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       continue;
     }
     bool torchtitan = contains(framework, "torchtitan");
-    bool megatron =
-        containsAny(framework, {"Megatron", "NeMo"}) &&
-        !contains(framework, "DeepSpeed");
+    bool megatron = containsAny(framework, {"Megatron", "NeMo"}) &&
+                    !contains(framework, "DeepSpeed");
     std::string rc = lower(get("recompute"));
     // "Selective" recomputation is a policy of the framework's: Megatron-LM's
     // (and NeMo's, Megatron-DeepSpeed's) recomputes the attention core
@@ -485,13 +483,13 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       pin("micro_batch=" + std::to_string(mb));
     if (containsAny(zero, {"ZeRO-3", "ZeRO stage 3", "stage 3", "full shard",
                            "FULL_SHARD", "fully_shard"}) ||
-        (contains(zero, "FSDP") && !containsAny(zero, {"SHARD_GRAD_OP",
-                                                       "NO_SHARD"})))
+        (contains(zero, "FSDP") &&
+         !containsAny(zero, {"SHARD_GRAD_OP", "NO_SHARD"})))
       pin("zero=3");
     else if (containsAny(zero, {"ZeRO-2", "stage 2", "SHARD_GRAD_OP"}))
       pin("zero=2");
-    else if (containsAny(zero, {"distributed optimizer", "ZeRO-1",
-                                "stage 1", "distributed_fused_adam"}))
+    else if (containsAny(zero, {"distributed optimizer", "ZeRO-1", "stage 1",
+                                "distributed_fused_adam"}))
       pin("zero=1");
     else if (containsAny(zero, {"none", "NO_SHARD", "DDP", "ZeRO-0"}))
       pin("zero=0");

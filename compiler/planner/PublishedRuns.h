@@ -23,10 +23,10 @@ namespace strata::planner {
 /// What a source reports, so prediction and measurement are compared in the
 /// source's own units.
 enum class PublishedMetric {
-  IterationTime,  ///< seconds per step (lower is faster)
-  TokensPerGpu,   ///< tokens/s per GPU
-  TflopsPerGpu,   ///< TFLOP/s per GPU under the source's FLOP count (an
-                  ///< MFU is read as this times the peak it names)
+  IterationTime, ///< seconds per step (lower is faster)
+  TokensPerGpu,  ///< tokens/s per GPU
+  TflopsPerGpu,  ///< TFLOP/s per GPU under the source's FLOP count (an
+                 ///< MFU is read as this times the peak it names)
 };
 
 struct PublishedRun {

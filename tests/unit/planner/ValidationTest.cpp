@@ -16,9 +16,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -232,7 +232,8 @@ TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
   std::string path = ::testing::TempDir() + "/reader-rows.csv";
   {
     std::ofstream out(path);
-    out << header << "\n"
+    out << header
+        << "\n"
         // Llama on A100 40 GB, 4 GPUs a node with 4 x 200 Gb/s; MFU only,
         // counted as torchtitan counts it.
         << "L1,X,s,t,u,Llama 2 7B,6.7,32,4096,32,32,11008,32000,4096,A100,"
@@ -292,7 +293,7 @@ TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
   const ModelDesc &m = l1.desc;
   EXPECT_TRUE(m.gatedMlp && m.rmsNorm && !m.biases && !m.tiedEmbedding);
   EXPECT_FALSE(m.learnedPositions);
-  EXPECT_FALSE(m.eagerNorms); // torch.compile
+  EXPECT_FALSE(m.eagerNorms);    // torch.compile
   EXPECT_EQ(m.gradientBytes, 4); // FSDP2 reduces in fp32
   EXPECT_DOUBLE_EQ(l1.cluster.device.memoryBytes, 40.0 * (1 << 30));
   EXPECT_DOUBLE_EQ(l1.cluster.device.memoryBandwidth, 1555e9);
@@ -363,12 +364,18 @@ TEST(Validation, OtherSourcesReadFitAndStayWithinTenPercent) {
       // F40-1b-s2048-g32 needs 40.1 of 40 GiB; the source's own throughput
       // there (15.6k tokens/s/GPU against 18.6-19.3k at 8-128 GPUs) says it
       // ran at the edge.
-      {STRATA_BENCH_ROWS "/llm-foundry-a100/published-runs.csv", 96, 0,
-       {"F40-1b-s2048-g32"}, 69},
+      {STRATA_BENCH_ROWS "/llm-foundry-a100/published-runs.csv",
+       96,
+       0,
+       {"F40-1b-s2048-g32"},
+       69},
       {STRATA_BENCH_ROWS "/nvidia-h100/published-runs.csv", 50, 214, {}, 41},
       {STRATA_BENCH_ROWS "/torchtitan/published-runs.csv", 13, 28, {}, 3},
-      {STRATA_BENCH_ROWS "/zero3-at-scale/published-runs.csv", 69, 39,
-       {"MPT-A10040-1b-32"}, 31},
+      {STRATA_BENCH_ROWS "/zero3-at-scale/published-runs.csv",
+       69,
+       39,
+       {"MPT-A10040-1b-32"},
+       31},
   };
   for (const Expect &x : sets) {
     SCOPED_TRACE(x.file);
