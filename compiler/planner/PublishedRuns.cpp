@@ -230,10 +230,20 @@ std::optional<ClusterSpec> readCluster(const Row &row, std::string &why) {
   }
   DeviceSpec &d = c->device;
   constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
-  // A stated memory size other than the preset's (H100 94/96 GB parts).
+  // A stated memory size other than the preset's (H100 94/96 GB parts),
+  // and a stated memory bandwidth ("96GB HBM2e 2.4 TB/s").
   if (kind == "h100" && memGb > 0 && std::fabs(memGb - 80) > 1) {
     d.name = "H100-SXM-" + std::to_string(int(memGb)) + "GB";
     d.memoryBytes = memGb * 1e9;
+  }
+  {
+    static const std::regex hbm(R"(([0-9.]+)\s*TB/s)", std::regex::icase);
+    std::smatch mt;
+    if (std::regex_search(gpu, mt, hbm)) {
+      double tbs = std::stod(mt[1]);
+      if (tbs > 0.5 && tbs < 20)
+        d.memoryBandwidth = tbs * 1e12;
+    }
   }
   if (kind == "a100" && memGb > 0 && memGb < 60) {
     // A100 SXM4 40 GB: HBM2 at 1,555 GB/s (the 80 GB part: 2,039).
@@ -548,6 +558,13 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
     if (r.cluster.device.memoryBytes < 79.0 * (1 << 30) ||
         r.cluster.device.memoryBytes > 81.0 * (1 << 30))
       r.reading += " (" + r.cluster.device.name + ")";
+    // A power limit below the part's rating lowers its sustained clocks by
+    // an amount no source here measures: read, said, not modelled.
+    static const std::regex watts(R"(([0-9]+)\s*W\b)");
+    std::smatch wm;
+    if (std::regex_search(gpu, wm, watts) && contains(gpu, "H100") &&
+        std::stoi(wm[1]) < 700)
+      r.reading += " (" + std::string(wm[1]) + " W cap not modelled)";
     // Megatron-DeepSpeed's `--pp-partition-method type:transformer|embedding`
     // (BLOOM) balances layers and embeddings alike: the tied embedding takes
     // one layer's slot on the first and on the last stage.

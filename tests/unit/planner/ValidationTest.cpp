@@ -243,7 +243,7 @@ TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
            "HIGH,\n"
         // NeMo Llama with GQA on H100: TFLOP/s under Megatron's count.
         << "M1,X,s,t,u,Llama 3 70B,70,80,8192,64,8,28672,128256,8192,"
-           "H100 SXM5 (NVLink),80,"
+           "\"H100 SXM5 (NVLink, 96GB HBM2e 2.4 TB/s, 500W)\",96,"
            "8,?,8x400 Gb/s IB per node (400 Gb/s per GPU),128,8,4,5,4,1,"
            "distributed optimizer,1,128,32,full,yes,BF16,NeMo 24.11,400,,,,,"
            "model FLOPs (no recompute),,,HIGH,\n"
@@ -318,6 +318,11 @@ TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
                 ((1 + 0.125 + s / H) + 1.5 * F / H + V / (2 * l * H));
   EXPECT_NEAR(m1.flopsPerStep / want, 1.0, 1e-12);
   EXPECT_DOUBLE_EQ(m1.cluster.levels[1].bandwidth, 400e9 / 8);
+  // The stated part: 96 GB at 2.4 TB/s; its 500 W cap is said, not modelled.
+  EXPECT_DOUBLE_EQ(m1.cluster.device.memoryBytes, 96e9);
+  EXPECT_DOUBLE_EQ(m1.cluster.device.memoryBandwidth, 2.4e12);
+  EXPECT_NE(m1.reading.find("(500 W cap not modelled)"), std::string::npos)
+      << m1.reading;
   EXPECT_NE(m1.reading.find("schedule=interleaved vpp=5"), std::string::npos);
   PlanResult p = planAsStated(m1);
   ASSERT_TRUE(p.ok) << p.error;
