@@ -39,8 +39,13 @@ constexpr Curve kCurves[] = {
 } // namespace
 
 const std::vector<std::string> &attentionKernelNames() {
-  static const std::vector<std::string> names = {"flash-attn-2",
-                                                 "flash-attn-triton"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Curve &c : kCurves)
+      if (std::find(out.begin(), out.end(), c.kernel) == out.end())
+        out.push_back(c.kernel);
+    return out;
+  }();
   return names;
 }
 
