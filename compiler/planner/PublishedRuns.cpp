@@ -596,7 +596,7 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
       // MFU against the peak the source names ("/ 312e12", "989"), else
       // the device's dense 16-bit peak.
       double peak = r.cluster.device.peakFor(m.dtype);
-      static const std::regex peakRe(R"((312|989|1979)(?:e12)?)");
+      static const std::regex peakRe(R"(\b(312|989|1979)(?:e12)?\b)");
       std::smatch mt;
       std::string counting = get("flop_counting");
       if (std::regex_search(counting, mt, peakRe))
