@@ -642,4 +642,10 @@ double predictedMetric(const PublishedRun &r, const Estimate &e) {
   return 0;
 }
 
+double predictedSpeedRatio(const PublishedRun &r, const Estimate &e) {
+  double pred = predictedMetric(r, e);
+  return r.metric == PublishedMetric::IterationTime ? r.measured / pred
+                                                    : pred / r.measured;
+}
+
 } // namespace strata::planner

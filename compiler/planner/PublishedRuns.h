@@ -59,6 +59,10 @@ std::vector<PublishedRun> readPublishedRuns(const std::string &path,
 /// The predicted value of `run.metric` for a plan's estimate.
 double predictedMetric(const PublishedRun &run, const Estimate &estimate);
 
+/// Predicted speed over measured speed (above 1: the model is optimistic),
+/// whichever way the source's metric runs.
+double predictedSpeedRatio(const PublishedRun &run, const Estimate &estimate);
+
 /// One CSV line split into fields (double quotes group, "" escapes a quote).
 std::vector<std::string> splitCsvLine(const std::string &line);
 

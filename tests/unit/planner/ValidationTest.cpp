@@ -106,6 +106,18 @@ TEST(Validation, MegatronWeakScalingRows) {
   }
 }
 
+// The columns of ../shared/validation/published-runs.csv, for hand-written
+// rows.
+static const char *const kPublishedRunsHeader =
+    "row_id,source_key,source,table_or_section,url_or_repo_path,model,"
+    "params_b,layers,hidden,heads,kv_heads,ffn_hidden,vocab,seq_len,gpu,"
+    "gpu_mem_gb,gpus_per_node,intra_node_link,inter_node_bw,total_gpus,tp,"
+    "pp,vpp,dp,cp,zero_fsdp,micro_batch,global_batch_seqs,grad_accum,"
+    "recompute,seq_parallel,precision,framework,reported_tflops_per_gpu,"
+    "reported_tokens_per_s_per_gpu,reported_iter_time_s,reported_mfu_pct,"
+    "reported_other,flop_counting,derived_tokens_per_s_per_gpu,derivation,"
+    "confidence,notes";
+
 // Rows of published-runs.csv (docs/validation.md, "Published runs"): every
 // published configuration, pinned as its source states it, must fit; the
 // rows the model predicts within 10% must stay there. The rows outside are
@@ -133,9 +145,7 @@ TEST(Validation, PublishedRunsFitAndStayWithinTenPercent) {
     ASSERT_TRUE(p.ok) << p.error;
     EXPECT_TRUE(p.plans[0].estimate.fits);
     double pred = predictedMetric(r, p.plans[0].estimate);
-    double speed = r.metric == PublishedMetric::IterationTime
-                       ? r.measured / pred
-                       : pred / r.measured;
+    double speed = predictedSpeedRatio(r, p.plans[0].estimate);
     if (!knownOutside.count(r.id))
       EXPECT_NEAR(speed, 1.0, 0.10)
           << "predicted " << pred << ", measured " << r.measured << " with "
@@ -148,15 +158,6 @@ TEST(Validation, PublishedRunsFitAndStayWithinTenPercent) {
 // reduces them in fp32, one transformer block per reduction; 'PURE' (the
 // precision column "bf16") keeps the bf16 reduction.
 TEST(Validation, ComposerDefaultMixedPrecisionReducesInFp32) {
-  std::string header =
-      "row_id,source_key,source,table_or_section,url_or_repo_path,model,"
-      "params_b,layers,hidden,heads,kv_heads,ffn_hidden,vocab,seq_len,gpu,"
-      "gpu_mem_gb,gpus_per_node,intra_node_link,inter_node_bw,total_gpus,tp,"
-      "pp,vpp,dp,cp,zero_fsdp,micro_batch,global_batch_seqs,grad_accum,"
-      "recompute,seq_parallel,precision,framework,reported_tflops_per_gpu,"
-      "reported_tokens_per_s_per_gpu,reported_iter_time_s,reported_mfu_pct,"
-      "reported_other,flop_counting,derived_tokens_per_s_per_gpu,derivation,"
-      "confidence,notes";
   auto row = [](const std::string &id, const std::string &precision) {
     return id +
            ",MPT,s,t,u,MPT-3B,2.65,32,2560,20,= heads (MHA),10240,50368,"
@@ -169,7 +170,7 @@ TEST(Validation, ComposerDefaultMixedPrecisionReducesInFp32) {
   std::string path = ::testing::TempDir() + "/composer-precision.csv";
   {
     std::ofstream out(path);
-    out << header << "\n"
+    out << kPublishedRunsHeader << "\n"
         << row("D6", "amp_bf16") << "\n"
         << row("P1", "bf16") << "\n";
   }
@@ -220,19 +221,10 @@ TEST(Validation, LlmFoundryCheckpointedRowsStayWithinTenPercent) {
 // from the stated links, the FLOP count from `flop_counting`. Rows asking for
 // what the planner does not model are skipped with the reason.
 TEST(Validation, ReaderReadsFamiliesDevicesNetworksAndFlopCounts) {
-  std::string header =
-      "row_id,source_key,source,table_or_section,url_or_repo_path,model,"
-      "params_b,layers,hidden,heads,kv_heads,ffn_hidden,vocab,seq_len,gpu,"
-      "gpu_mem_gb,gpus_per_node,intra_node_link,inter_node_bw,total_gpus,tp,"
-      "pp,vpp,dp,cp,zero_fsdp,micro_batch,global_batch_seqs,grad_accum,"
-      "recompute,seq_parallel,precision,framework,reported_tflops_per_gpu,"
-      "reported_tokens_per_s_per_gpu,reported_iter_time_s,reported_mfu_pct,"
-      "reported_other,flop_counting,derived_tokens_per_s_per_gpu,derivation,"
-      "confidence,notes";
   std::string path = ::testing::TempDir() + "/reader-rows.csv";
   {
     std::ofstream out(path);
-    out << header
+    out << kPublishedRunsHeader
         << "\n"
         // Llama on A100 40 GB, 4 GPUs a node with 4 x 200 Gb/s; MFU only,
         // counted as torchtitan counts it.
@@ -396,10 +388,7 @@ TEST(Validation, OtherSourcesReadFitAndStayWithinTenPercent) {
           << r.id << " (" << r.reading << "): " << p.error;
       if (!fits)
         continue;
-      double pred = predictedMetric(r, p.plans[0].estimate);
-      double speed = r.metric == PublishedMetric::IterationTime
-                         ? r.measured / pred
-                         : pred / r.measured;
+      double speed = predictedSpeedRatio(r, p.plans[0].estimate);
       within += std::fabs(speed - 1) <= 0.10;
     }
     EXPECT_GE(within, x.within);
