@@ -493,7 +493,7 @@ private:
               "device memory_bandwidth must be positive, e.g. 2039 GB/s");
       d.memoryBandwidth = *v;
     }
-    if (auto v = quantity(dev, "collective_units", "count", false, "16"))
+    if (auto v = count(dev, "collective_units", false, "16", 0, 1 << 20))
       d.collectiveUnits = int(*v);
     if (auto v = quantity(dev, "exp_rate", "count", false, "3.9e12"))
       d.expRate = *v;

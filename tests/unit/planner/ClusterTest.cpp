@@ -197,6 +197,20 @@ TEST(Cluster, YamlErrorsAreLocated) {
   EXPECT_EQ(diags[0].line, 2);
   EXPECT_NE(diags[0].message.find("80 GiB"), std::string::npos);
 
+  // A count out of range is an error at its line, not a cast (the fuzzer
+  // found `collective_units: .43648e12`).
+  diags.clear();
+  std::string huge =
+      "device:\n  memory: 80 GiB\n  memory_bandwidth: 1 GB/s\n"
+      "  peak_flops: {float32: 1 TFLOP/s}\n  collective_units: .43648e12\n"
+      "topology:\n  - {size: 2, bandwidth: 1 GB/s, latency: 1 us}\n";
+  EXPECT_FALSE(loadClusterSpec("h.yaml", diags, &huge));
+  ASSERT_FALSE(diags.empty());
+  EXPECT_EQ(diags[0].line, 5);
+  EXPECT_NE(diags[0].message.find("'collective_units' must be a whole number"),
+            std::string::npos)
+      << diags[0].str();
+
   diags.clear();
   std::string broken = "device: [unclosed\n";
   EXPECT_FALSE(loadClusterSpec("b.yaml", diags, &broken));
