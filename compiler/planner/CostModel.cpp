@@ -771,15 +771,27 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
     sc.commBuffers += 2 * layerParams * weightWire + layerParams * gradWire;
   }
 
-  // Step-level terms use an average stage (L/pp layers) plus the embedding,
-  // so they do not depend on the layer assignment the search optimises.
+  // Step-level terms use an average stage (L/pp layers) plus the heavier
+  // end of the pipeline (the embedding, or the head's copy), so they do not
+  // depend on the layer assignment the search optimises; one stage holds
+  // both ends, an untied head included.
   double stageLayers = double(m.layers) / double(p.pp);
-  double stageParams = stageLayers * layerParams + embedParams;
+  double stageParams = stageLayers * layerParams +
+                       (p.pp == 1 ? embedParams + headParams
+                                  : std::max(embedParams, headParams));
   if (p.dp > 1 && p.zero < 3) {
     double bytes = stageParams * gradWire;
     double backward = stageLayers * lc.bwd;
     double forward = stageLayers * lc.fwd;
-    double lastBucket = 1.0 / (stageLayers + 1.0);
+    // The bucket the reduction finishes with, and the gather the forward
+    // starts with, holds the stage's first parameters: the embedding with
+    // whatever of the first layer fills its bucket (Megatron-LM forms
+    // buckets in reverse parameter order, so the embedding's gradient is
+    // ready last; FSDP's root unit holds it). At least one bucket.
+    double bucketParams = double(p.bucketBytes) / gradWire;
+    double lastBucket =
+        std::min(stageParams, std::max(embedParams, bucketParams)) /
+        stageParams;
     // What a bucketed reduction leaves exposed: the part longer than the
     // compute it overlaps, and at least the last bucket; everything where
     // the device cannot overlap at all.
