@@ -426,7 +426,10 @@ void verifyProgram(const Program &program, const std::string &source) {
   positive(m.globalBatch, "global batch");
   if (m.worldSize < 1 || m.vocab > (int64_t(1) << 31))
     fail(source, ": invalid world size or vocab");
-  if (m.globalBatch % (m.microBatch * m.numMicrobatches) != 0)
+  // The product is formed only when it cannot exceed the global batch (each
+  // factor alone may be up to 2^40).
+  if (m.numMicrobatches > m.globalBatch / m.microBatch ||
+      m.globalBatch % (m.microBatch * m.numMicrobatches) != 0)
     fail(source, ": global batch ", m.globalBatch,
          " is not a multiple of micro-batch size x micro-batches (",
          m.microBatch, " x ", m.numMicrobatches, ")");
