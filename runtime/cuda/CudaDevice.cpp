@@ -10,14 +10,17 @@
 // with a communicator that accepts device memory (NCCL) the pointers go
 // straight through; otherwise (MPI) the buffers are staged through host
 // memory, so that multi-rank plans also run with several ranks on one GPU.
+// CudaDevice.h says how instructions are bound, fused, grouped and graphed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaDevice.h"
 
 #include "runtime/core/HostStaging.h"
+#include "runtime/cuda/CudaBindPlan.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/format/OpSchema.h"
+#include "runtime/kernels/OptimizerMath.h"
 #include "runtime/support/Error.h"
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace strata::rt {
 
@@ -45,6 +49,18 @@ int envInt(std::initializer_list<const char *> names, int fallback) {
       if (*value)
         return std::atoi(value);
   return fallback;
+}
+
+/// A 0/1 switch from the environment; anything else is an error naming it.
+bool envSwitch(const char *name, bool fallback) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return fallback;
+  if (std::strcmp(value, "0") == 0)
+    return false;
+  if (std::strcmp(value, "1") == 0)
+    return true;
+  fail(name, "=", value, ": expected 0 or 1");
 }
 
 } // namespace
@@ -88,35 +104,54 @@ using C = ExecContext;
 using D = CudaDevice;
 
 constexpr size_t kWorkspaceBytes = 32u << 20;
+constexpr size_t kAlign = 256;
+
+size_t roundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+Elem elemOf(DType t) { return t == DType::BF16 ? Elem::BF16 : Elem::F32; }
 
 //===--- Compute ---------------------------------------------------------===//
 
 void runFill(const B &b, const C &, D &d) {
-  fill(b.f32(0), b.elements[0], float(b.fattr(0)), d.stream());
+  if (b.group >= 0) {
+    const TensorGroup &g = d.group(b.group);
+    return fillMulti(g.slots, g.chunks, g.numChunks, float(b.fattr(0)),
+                     d.stream());
+  }
+  fill(b.operands[0], b.elem(0), b.elements[0], float(b.fattr(0)), d.stream());
 }
 void runCopy(const B &b, const C &, D &d) {
   if (b.operands[0] != b.operands[1])
     check(cudaMemcpyAsync(b.operands[1], b.operands[0],
-                          sizeof(float) * b.elements[0],
+                          dtypeBytes(b.dtypes[0]) * size_t(b.elements[0]),
                           cudaMemcpyDeviceToDevice, d.stream()),
           "copy");
 }
+void runConvert(const B &b, const C &, D &d) {
+  convert(b.operands[0], b.elem(0), b.operands[1], b.elem(1), b.elements[0],
+          d.stream());
+}
 void runAccumulate(const B &b, const C &, D &d) {
-  accumulate(b.f32(0), b.f32(1), b.elements[0], d.stream());
+  accumulate(b.operands[0], b.elem(0), b.operands[1], b.elem(1), b.elements[0],
+             d.stream());
 }
 void runAdd(const B &b, const C &, D &d) {
-  add(b.f32(0), b.f32(1), b.f32(2), b.elements[0], d.stream());
+  add(b.operands[0], b.operands[1], b.operands[2], b.elem(0), b.elements[0],
+      d.stream());
 }
 void runMul(const B &b, const C &, D &d) {
-  mul(b.f32(0), b.f32(1), b.f32(2), b.elements[0], d.stream());
+  mul(b.operands[0], b.operands[1], b.operands[2], b.elem(0), b.elements[0],
+      d.stream());
 }
 void runScale(const B &b, const C &, D &d) {
-  scale(b.f32(0), b.f32(1), b.elements[0], float(b.fattr(0)), d.stream());
+  scale(b.operands[0], b.operands[1], b.elem(0), b.elements[0],
+        float(b.fattr(0)), d.stream());
 }
 void runTranspose(const B &b, const C &, D &d) {
   int rank = int(b.attr(0));
-  transpose(b.f32(0), b.f32(1), rank, b.inst->ints.data() + 1,
-            b.inst->ints.data() + 1 + rank, d.stream());
+  transpose(b.operands[0], b.operands[1], b.elem(0), rank,
+            b.inst->ints.data() + 1, b.inst->ints.data() + 1 + rank,
+            d.stream());
 }
 /// x viewed as [outer, big, inner] -> out [outer, small, inner] (or back).
 void copySlice(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
@@ -128,20 +163,22 @@ void copySlice(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
 void runSliceCopy(const B &b, const C &, D &d) {
   int64_t outer = b.attr(0), big = b.attr(1), small = b.attr(2),
           start = b.attr(3), inner = b.attr(4);
-  copySlice(b.f32(1), sizeof(float) * small * inner, b.f32(0) + start * inner,
-            sizeof(float) * big * inner, sizeof(float) * small * inner,
-            size_t(outer), d.stream());
+  size_t e = dtypeBytes(b.dtypes[0]);
+  copySlice(b.operands[1], e * small * inner,
+            static_cast<char *>(b.operands[0]) + e * start * inner,
+            e * big * inner, e * small * inner, size_t(outer), d.stream());
 }
 void runSliceInsert(const B &b, const C &, D &d) {
   int64_t outer = b.attr(0), big = b.attr(1), small = b.attr(2),
           start = b.attr(3), inner = b.attr(4);
+  size_t e = dtypeBytes(b.dtypes[0]);
   if (b.attr(5) != 0)
-    sliceInsertAccumulate(b.f32(0), b.f32(1), outer, big, small, start, inner,
-                          d.stream());
+    sliceInsertAccumulate(b.operands[0], b.operands[1], b.elem(0), outer, big,
+                          small, start, inner, d.stream());
   else
-    copySlice(b.f32(1) + start * inner, sizeof(float) * big * inner, b.f32(0),
-              sizeof(float) * small * inner, sizeof(float) * small * inner,
-              size_t(outer), d.stream());
+    copySlice(static_cast<char *>(b.operands[1]) + e * start * inner,
+              e * big * inner, b.operands[0], e * small * inner,
+              e * small * inner, size_t(outer), d.stream());
 }
 void runMatmul(const B &b, const C &, D &d) {
   b.matmul->run(b.operands[0], b.operands[1], b.operands[2], float(b.fattr(0)),
@@ -153,21 +190,24 @@ void runEmbeddingFwd(const B &b, const C &, D &d) {
 }
 void runEmbeddingBwd(const B &b, const C &, D &d) {
   embeddingBwd(b.i32(0), b.elements[0], b.f32(1), b.attr(0), b.attr(1),
-               b.attr(2), b.f32(2), d.stream());
+               b.attr(2), b.f32(2), d.work(), d.workBytes(), d.stream());
 }
 void runBiasAdd(const B &b, const C &, D &d) {
   int64_t n = b.attr(0);
-  biasAdd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n, d.stream());
+  biasAdd(b.operands[0], b.operands[1], b.operands[2], b.elem(0),
+          b.elements[0] / n, n, d.stream());
 }
 void runBiasGrad(const B &b, const C &, D &d) {
   int64_t n = b.attr(0);
-  biasGrad(b.f32(0), b.f32(1), b.elements[0] / n, n, d.stream());
+  biasGrad(b.operands[0], b.elem(0), b.operands[1], b.elem(1),
+           b.elements[0] / n, n, static_cast<float *>(d.work()), d.stream());
 }
 void runGeluFwd(const B &b, const C &, D &d) {
-  geluFwd(b.f32(0), b.f32(1), b.elements[0], d.stream());
+  geluFwd(b.operands[0], b.operands[1], b.elem(0), b.elements[0], d.stream());
 }
 void runGeluBwd(const B &b, const C &, D &d) {
-  geluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0], d.stream());
+  geluBwd(b.operands[0], b.operands[1], b.operands[2], b.elem(0), b.elements[0],
+          d.stream());
 }
 void runReluFwd(const B &b, const C &, D &d) {
   reluFwd(b.f32(0), b.f32(1), b.elements[0], d.stream());
@@ -177,23 +217,33 @@ void runReluBwd(const B &b, const C &, D &d) {
 }
 void runLayerNormFwd(const B &b, const C &, D &d) {
   int64_t n = b.attr(0);
-  layerNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-               b.elements[0] / n, n, float(b.fattr(0)), d.stream());
+  // Fused with the residual add before it: x = a + b is stored in the
+  // norm's input buffer by the norm's kernel.
+  if (b.residualA)
+    return layerNormFwd(b.residualA, b.operands[1], b.operands[2],
+                        b.operands[3], b.elem(0), b.f32(4), b.f32(5),
+                        b.elements[0] / n, n, float(b.fattr(0)), d.stream(),
+                        b.residualB, b.operands[0]);
+  layerNormFwd(b.operands[0], b.operands[1], b.operands[2], b.operands[3],
+               b.elem(0), b.f32(4), b.f32(5), b.elements[0] / n, n,
+               float(b.fattr(0)), d.stream());
 }
 void runLayerNormBwd(const B &b, const C &, D &d) {
   int64_t n = b.attr(0);
-  layerNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-               b.f32(6), b.f32(7), b.elements[0] / n, n, d.stream());
+  layerNormBwd(b.operands[0], b.operands[1], b.operands[2], b.f32(3), b.f32(4),
+               b.operands[5], b.elem(0), b.operands[6], b.operands[7],
+               b.elem(6), b.elements[0] / n, n, static_cast<float *>(d.work()),
+               d.stream());
 }
 void runSoftmaxFwd(const B &b, const C &, D &d) {
   int64_t n = b.attr(0);
-  softmaxFwd(b.f32(0), b.f32(1), b.elements[0] / n, n, b.attr(1) != 0,
-             float(b.fattr(0)), d.stream());
+  softmaxFwd(b.operands[0], b.operands[1], b.elem(0), b.elements[0] / n, n,
+             b.attr(1) != 0, float(b.fattr(0)), d.stream());
 }
 void runSoftmaxBwd(const B &b, const C &, D &d) {
   int64_t n = b.attr(0);
-  softmaxBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0] / n, n,
-             float(b.fattr(0)), d.stream());
+  softmaxBwd(b.operands[0], b.operands[1], b.operands[2], b.elem(0),
+             b.elements[0] / n, n, float(b.fattr(0)), d.stream());
 }
 void runRotaryAtPosition(const B &b, const C &ctx, D &d) {
   int64_t dim = b.attr(0);
@@ -211,11 +261,22 @@ void runKvAttention(const B &b, const C &ctx, D &d) {
               float(b.fattr(0)), d.stream());
 }
 void runCausalAttentionFwd(const B &b, const C &, D &d) {
+  if (b.dtypes[0] == DType::BF16)
+    return flashAttentionFwd(b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3),
+                             b.f32(4), b.attr(0), b.attr(1), b.attr(2),
+                             b.attr(3), b.attr(4), float(b.fattr(0)),
+                             d.stream());
   causalAttentionFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4),
                      b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4),
                      float(b.fattr(0)), d.stream());
 }
 void runCausalAttentionBwd(const B &b, const C &, D &d) {
+  if (b.dtypes[0] == DType::BF16)
+    return flashAttentionBwd(
+        b.bf16(0), b.bf16(1), b.bf16(2), b.bf16(3), b.bf16(4), b.f32(5),
+        b.bf16(6), b.bf16(7), b.bf16(8), static_cast<float *>(d.work()),
+        b.attr(0), b.attr(1), b.attr(2), b.attr(3), b.attr(4),
+        float(b.fattr(0)), d.stream());
   causalAttentionBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
                      b.f32(6), b.f32(7), b.f32(8), b.attr(0), b.attr(1),
                      b.attr(2), b.attr(3), b.attr(4), float(b.fattr(0)),
@@ -223,6 +284,14 @@ void runCausalAttentionBwd(const B &b, const C &, D &d) {
 }
 void runCrossEntropyFwd(const B &b, const C &, D &d) {
   int64_t vocab = b.attr(0);
+  if (b.ceGrad)
+    return crossEntropyFwdBwd(b.f32(0), b.ceLogitsLd ? b.ceLogitsLd : vocab,
+                              b.i32(1), b.elements[0] / vocab, vocab,
+                              b.plan->ceDropLse ? nullptr : b.f32(3),
+                              b.f32(2), d.scratch(),
+                              static_cast<uint16_t *>(b.ceGrad),
+                              b.ceGradLd ? b.ceGradLd : vocab, b.ceScale,
+                              d.stream());
   crossEntropyFwd(b.f32(0), b.i32(1), b.elements[0] / vocab, vocab, b.f32(3),
                   b.f32(2), d.scratch(), d.stream());
 }
@@ -251,18 +320,19 @@ void runCeVpBwd(const B &b, const C &, D &d) {
 }
 void runRmsNormFwd(const B &b, const C &, D &d) {
   int64_t n = b.attr(0);
-  rmsNormFwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.elements[0] / n, n,
-             float(b.fattr(0)), d.stream());
+  rmsNormFwd(b.operands[0], b.operands[1], b.operands[2], b.elem(0), b.f32(3),
+             b.elements[0] / n, n, float(b.fattr(0)), d.stream());
 }
 void runRmsNormBwd(const B &b, const C &, D &d) {
   int64_t n = b.attr(0);
-  rmsNormBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.f32(5),
-             b.elements[0] / n, n, d.stream());
+  rmsNormBwd(b.operands[0], b.operands[1], b.operands[2], b.f32(3),
+             b.operands[4], b.elem(0), b.operands[5], b.elem(5),
+             b.elements[0] / n, n, static_cast<float *>(d.work()), d.stream());
 }
 void runRotary(const B &b, bool inverse, D &d) {
   int64_t seq = b.attr(0), dim = b.attr(1);
-  rotary(b.f32(0), b.f32(1), b.elements[0] / (seq * dim), seq, dim, b.fattr(0),
-         inverse, d.stream());
+  rotary(b.operands[0], b.operands[1], b.elem(0), b.elements[0] / (seq * dim),
+         seq, dim, b.fattr(0), inverse, d.stream());
 }
 void runRotaryFwd(const B &b, const C &, D &d) { runRotary(b, false, d); }
 void runRotaryBwd(const B &b, const C &, D &d) { runRotary(b, true, d); }
@@ -277,46 +347,48 @@ void runBinaryFwd(const B &b, const C &, D &d) {
             b.attr(2), b.attr(3), d.stream());
 }
 void runSiluFwd(const B &b, const C &, D &d) {
-  siluFwd(b.f32(0), b.f32(1), b.elements[0], d.stream());
+  siluFwd(b.operands[0], b.operands[1], b.elem(0), b.elements[0], d.stream());
 }
 void runSiluBwd(const B &b, const C &, D &d) {
-  siluBwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0], d.stream());
+  siluBwd(b.operands[0], b.operands[1], b.operands[2], b.elem(0), b.elements[0],
+          d.stream());
 }
 void runSiluMulFwd(const B &b, const C &, D &d) {
-  siluMulFwd(b.f32(0), b.f32(1), b.f32(2), b.elements[0], d.stream());
+  siluMulFwd(b.operands[0], b.operands[1], b.operands[2], b.elem(0),
+             b.elements[0], d.stream());
 }
 void runSiluMulBwd(const B &b, const C &, D &d) {
-  siluMulBwd(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.f32(4), b.elements[0],
-             d.stream());
+  siluMulBwd(b.operands[0], b.operands[1], b.operands[2], b.operands[3],
+             b.operands[4], b.elem(0), b.elements[0], d.stream());
 }
 void runRepeatInterleave(const B &b, const C &, D &d) {
-  repeatInterleave(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
-                   b.attr(3), d.stream());
+  repeatInterleave(b.operands[0], b.operands[1], b.elem(0), b.attr(0),
+                   b.attr(1), b.attr(2), b.attr(3), d.stream());
 }
 void runRepeatInterleaveBwd(const B &b, const C &, D &d) {
-  repeatInterleaveBwd(b.f32(0), b.f32(1), b.attr(0), b.attr(1), b.attr(2),
-                      b.attr(3), d.stream());
+  repeatInterleaveBwd(b.operands[0], b.operands[1], b.elem(0), b.attr(0),
+                      b.attr(1), b.attr(2), b.attr(3), d.stream());
 }
 void runGradSumSq(const B &b, const C &, D &d) {
-  check(cudaMemsetAsync(d.scratch(), 0, sizeof(double) * kReduceBlocks,
-                        d.stream()),
-        "grad_sumsq");
-  for (size_t i = 1; i < b.operands.size(); ++i)
-    sumSquaresPartials(b.f32(i), b.elements[i], d.scratch(), d.stream());
-  sumPartials(d.scratch(), kReduceBlocks, b.f64(0), d.stream());
+  const TensorGroup &g = d.group(b.group);
+  sumSquaresMulti(g.slots, g.chunks, g.numChunks, d.scratch(), b.f64(0),
+                  d.stream());
 }
 void runClipGrads(const B &b, const C &, D &d) {
-  for (size_t i = 1; i < b.operands.size(); ++i)
-    clipGrads(b.f32(i), b.elements[i], b.f64(0), b.fattr(0), d.stream());
+  const TensorGroup &g = d.group(b.group);
+  clipMulti(g.slots, g.chunks, g.numChunks, b.f64(0), b.fattr(0), d.stream());
 }
-void runSgdStep(const B &b, const C &ctx, D &d) {
-  sgdStep(b.f32(0), b.f32(1), b.f32(2), b.elements[0], ctx.lr, b.fattr(0),
-          b.fattr(1), d.stream());
+void runSgdStep(const B &b, const C &, D &d) {
+  const TensorGroup &g = d.group(b.group);
+  sgdMulti(g.slots, g.chunks, g.numChunks,
+           static_cast<const kernels::SgdCoefficients *>(g.coefficients),
+           d.stream());
 }
-void runAdamWStep(const B &b, const C &ctx, D &d) {
-  adamwStep(b.f32(0), b.f32(1), b.f32(2), b.f32(3), b.elements[0], ctx.lr,
-            b.fattr(0), b.fattr(1), b.fattr(2), b.fattr(3), ctx.step + 1,
-            d.stream());
+void runAdamWStep(const B &b, const C &, D &d) {
+  const TensorGroup &g = d.group(b.group);
+  adamwMulti(g.slots, g.chunks, g.numChunks,
+             static_cast<const kernels::AdamWCoefficients *>(g.coefficients),
+             d.stream());
 }
 
 //===--- Host work: inputs and collectives --------------------------------===//
@@ -463,8 +535,7 @@ struct Entry {
 constexpr Entry kEntries[] = {
     {Opcode::Fill, runFill},
     {Opcode::Copy, runCopy},
-    // prepare() refuses bfloat16 buffers, so a convert here is f32 -> f32.
-    {Opcode::Convert, runCopy},
+    {Opcode::Convert, runConvert},
     {Opcode::Accumulate, runAccumulate},
     {Opcode::Add, runAdd},
     {Opcode::Mul, runMul},
@@ -535,8 +606,8 @@ std::array<CudaKernelFn, 65536> buildTable() {
 }
 
 /// Device-scalar reductions need one double per row of the largest loss
-/// instruction, and kReduceBlocks for grad_sumsq.
-size_t scratchDoubles(const RankProgram &rank) {
+/// instruction, kReduceBlocks, and one per optimizer chunk.
+size_t lossRows(const RankProgram &rank) {
   size_t doubles = kReduceBlocks;
   for (const auto &seq : rank.sequences)
     for (const Instruction &inst : seq) {
@@ -550,9 +621,50 @@ size_t scratchDoubles(const RankProgram &rank) {
   return doubles;
 }
 
+/// The work memory one instruction needs (CudaDevice::work()).
+size_t workBytesOf(const Bound &b) {
+  const Instruction &inst = *b.inst;
+  switch (inst.opcode) {
+  case Opcode::BiasGrad:
+  case Opcode::LayerNormBwd:
+  case Opcode::RmsNormBwd: {
+    int64_t n = inst.ints[0];
+    return columnScratchBytes(b.elements[0] / n, n);
+  }
+  case Opcode::EmbeddingBwd:
+    return embeddingBwdScratchBytes(b.elements[0]);
+  case Opcode::CausalAttentionBwd:
+    return b.dtypes[0] == DType::BF16
+               ? flashAttentionScratchBytes(inst.ints[0], inst.ints[1],
+                                            inst.ints[3])
+               : 0;
+  default:
+    return 0;
+  }
+}
+
 /// The first word of a device model ("H100-SXM5-80GB" -> "H100").
 std::string modelFamily(const std::string &model) {
   return model.substr(0, model.find('-'));
+}
+
+std::string profileKey(const Instruction &inst, const Bound &b,
+                       double &flops) {
+  flops = 0;
+  std::string name = getOpSchema(inst.opcode).name;
+  if (!b.staged.empty())
+    name += " (staged f32)";
+  if (inst.opcode != Opcode::Matmul)
+    return name;
+  const auto &a = inst.ints;
+  flops = 2.0 * double(a[0]) * double(a[1]) * double(a[2]) * double(a[3]);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "matmul %lldx[%lld,%lld,%lld]%s%s %s%s%s",
+                (long long)a[0], (long long)a[1], (long long)a[2],
+                (long long)a[3], a[4] ? " tA" : "", a[5] ? " tB" : "",
+                dtypeName(b.dtypes[0]), dtypeName(b.dtypes[1]),
+                b.dtypes[2] == DType::BF16 ? "->bf16" : "->f32");
+  return buf;
 }
 
 } // namespace
@@ -585,6 +697,8 @@ CudaDevice::CudaDevice(const TargetDesc &target) {
                  "on %s (GPU %d); the plan and the logged MFU assume the "
                  "former. Recompile with the matching --cluster preset.\n",
                  target.deviceModel.c_str(), prop.name, gpu);
+  useGraphs_ = envSwitch("STRATA_CUDA_GRAPHS", true);
+  profiling_ = envSwitch("STRATA_PROFILE", false);
   const CublasLtApi &lt = cublasLt();
   cublasStatus_t status = lt.create(&lt_.handle);
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -596,6 +710,8 @@ CudaDevice::CudaDevice(const TargetDesc &target) {
 
 CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(stream());
+  if (profiling_)
+    printProfile();
   release();
   cudaFree(lt_.workspace);
   if (lt_.handle)
@@ -603,13 +719,42 @@ CudaDevice::~CudaDevice() {
 }
 
 void CudaDevice::release() {
-  for (auto &seq : sequences_)
-    seq.clear();
-  cudaFree(arena_);
-  cudaFree(scratch_);
+  for (int k = 0; k < kNumSequenceKinds; ++k) {
+    for (cudaGraphExec_t g : graphs_[k])
+      if (g)
+        cudaGraphExecDestroy(g);
+    graphs_[k].clear();
+    sequences_[k].clear();
+    kernels_[k].clear();
+    groupsOf_[k].clear();
+    profileRowOf_[k].clear();
+    runs_[k] = 0;
+  }
+  groups_.clear();
+  for (void *p : {static_cast<void *>(arena_), static_cast<void *>(scratch_),
+                  work_, static_cast<void *>(staging_), tables_})
+    cudaFree(p);
+  for (void *p : extra_)
+    cudaFree(p);
+  extra_.clear();
   arena_ = nullptr;
   scratch_ = nullptr;
+  work_ = nullptr;
+  staging_ = nullptr;
+  tables_ = nullptr;
 }
+
+namespace {
+
+/// Host copies of a multi-tensor group's tables: slots, then chunks.
+struct GroupTables {
+  std::vector<TensorSlot> slots;
+  std::vector<TensorChunk> chunks;
+  std::vector<const Instruction *> keys;
+  size_t coefficientBytes = 0;
+};
+
+} // namespace
 
 void CudaDevice::prepare(const RankProgram &rank) {
   release();
@@ -621,37 +766,141 @@ void CudaDevice::prepare(const RankProgram &rank) {
          cudaGetErrorString(status),
          "); the plan needs more GPU memory than this device has free");
   check(cudaMemsetAsync(arena_, 0, bytes, stream()), "zeroing the arena");
-  check(cudaMalloc(&scratch_, sizeof(double) * scratchDoubles(rank)),
-        "allocating the reduction scratch");
 
+  BindOptions options;
+  options.fuse = envSwitch("STRATA_CUDA_FUSE", true);
+  plan_ = planCudaBinding(rank, options);
+
+  // Scratch outside the arena: padded classifier matrices, staging.
+  std::vector<uint8_t *> scratchPtrs;
+  for (const ScratchPlan &sp : plan_.scratch) {
+    void *p = nullptr;
+    status = cudaMalloc(&p, sp.bytes);
+    if (status != cudaSuccess)
+      fail("cannot allocate ", sp.bytes, " bytes of GPU memory for the ",
+           sp.what, " (", cudaGetErrorString(status), ")");
+    extra_.push_back(p);
+    scratchPtrs.push_back(static_cast<uint8_t *>(p));
+  }
+  if (plan_.stagingBytes > 0) {
+    status = cudaMalloc(reinterpret_cast<void **>(&staging_),
+                        plan_.stagingBytes);
+    if (status != cudaSuccess)
+      fail("cannot allocate ", plan_.stagingBytes,
+           " bytes of GPU memory to stage bf16 operands of kernels without "
+           "a bf16 form (",
+           cudaGetErrorString(status), ")");
+  }
+  auto at = [&](uint32_t id) -> void * {
+    return id == kNoBuffer ? nullptr : arena_ + rank.buffers[id].offset;
+  };
+  auto padded = [&](const PaddedView &v) -> void * {
+    return v.scratch < 0 ? nullptr : scratchPtrs[size_t(v.scratch)];
+  };
+
+  std::vector<GroupTables> tables;
   for (int kind = 0; kind < kNumSequenceKinds; ++kind) {
+    const SequencePlan &sp = plan_.sequences[kind];
     auto &bound = sequences_[kind];
     auto &kernels = kernels_[kind];
-    bound.clear();
-    kernels.clear();
-    for (const Instruction &inst : rank.sequences[kind]) {
+    for (size_t n = 0; n < rank.sequences[kind].size(); ++n) {
+      const Instruction &inst = rank.sequences[kind][n];
+      const InstructionPlan &ip = sp.instructions[n];
       CudaKernelFn kernel = lookupCudaKernel(inst.opcode);
       if (!kernel)
         fail("opcode ", getOpSchema(inst.opcode).name,
              " has no CUDA kernel in this runtime");
       Bound b;
       b.inst = &inst;
+      b.plan = &ip;
+      b.skip = ip.skip;
       for (uint32_t id : inst.operands) {
-        if (id == kNoBuffer) {
-          b.operands.push_back(nullptr);
-          b.elements.push_back(0);
-          b.dtypes.push_back(DType::F32);
-          continue;
-        }
-        const BufferDesc &buf = rank.buffers[id];
-        if (buf.dtype == DType::BF16)
-          fail("buffer '", buf.name,
-               "' is bfloat16: the CUDA backend runs float32 programs only "
-               "so far; compile with --target cpu, or with dtype: float32");
-        b.operands.push_back(arena_ + buf.offset);
-        b.elements.push_back(buf.numElements());
-        b.dtypes.push_back(buf.dtype);
+        b.operands.push_back(at(id));
+        b.elements.push_back(id == kNoBuffer ? 0
+                                             : rank.buffers[id].numElements());
+        b.dtypes.push_back(id == kNoBuffer ? DType::F32
+                                           : rank.buffers[id].dtype);
       }
+      size_t offset = 0;
+      for (const StagePlan &st : ip.staged) {
+        StagedOperand s;
+        s.operand = st.operand;
+        s.arena = b.operands[st.operand];
+        s.arenaType = b.dtypes[st.operand];
+        s.stagedType = st.to;
+        s.elements = b.elements[st.operand];
+        s.read = st.read;
+        s.written = st.written;
+        s.staged = staging_ + offset;
+        offset += roundUp(dtypeBytes(st.to) * size_t(s.elements));
+        b.operands[st.operand] = s.staged;
+        b.dtypes[st.operand] = st.to;
+        b.staged.push_back(s);
+      }
+      b.residualA = at(ip.residualA);
+      b.residualB = at(ip.residualB);
+      if (ip.ceGrad != kNoBuffer) {
+        b.ceGrad = at(ip.ceGrad);
+        b.ceScale = ip.ceScale;
+        if (ip.ceLogits.scratch >= 0) {
+          b.operands[0] = padded(ip.ceLogits);
+          b.ceLogitsLd = ip.ceLogits.ld;
+          b.ceGrad = padded(ip.ceGradPadded);
+          b.ceGradLd = ip.ceGradPadded.ld;
+        }
+      }
+      if (ip.group >= 0) {
+        const GroupPlan &gp = sp.groups[size_t(ip.group)];
+        GroupTables t;
+        auto key = [&](const Instruction &i) {
+          for (size_t k = 0; k < t.keys.size(); ++k)
+            if (t.keys[k]->floats == i.floats)
+              return int32_t(k);
+          t.keys.push_back(&i);
+          return int32_t(t.keys.size() - 1);
+        };
+        if (gp.opcode == Opcode::AdamWStep || gp.opcode == Opcode::SgdStep) {
+          for (size_t j = gp.first; j <= gp.last; ++j) {
+            const Instruction &g = rank.sequences[kind][j];
+            TensorSlot slot;
+            slot.param = static_cast<float *>(at(g.operands[0]));
+            slot.grad = static_cast<float *>(at(g.operands[1]));
+            slot.state0 = static_cast<float *>(at(g.operands[2]));
+            slot.state1 = gp.opcode == Opcode::AdamWStep
+                              ? static_cast<float *>(at(g.operands[3]))
+                              : nullptr;
+            slot.n = rank.buffers[g.operands[0]].numElements();
+            slot.coefficients = key(g);
+            t.slots.push_back(slot);
+          }
+          t.coefficientBytes = gp.opcode == Opcode::AdamWStep
+                                   ? sizeof(kernels::AdamWCoefficients)
+                                   : sizeof(kernels::SgdCoefficients);
+        } else if (gp.opcode == Opcode::Fill) {
+          for (size_t j = gp.first; j <= gp.last; ++j) {
+            const Instruction &g = rank.sequences[kind][j];
+            TensorSlot slot;
+            slot.grad = static_cast<float *>(at(g.operands[0]));
+            slot.n = rank.buffers[g.operands[0]].numElements();
+            t.slots.push_back(slot);
+          }
+        } else {
+          for (size_t j = 1; j < inst.operands.size(); ++j) {
+            TensorSlot slot;
+            slot.grad = static_cast<float *>(b.operands[j]);
+            slot.n = b.elements[j];
+            t.slots.push_back(slot);
+          }
+        }
+        for (size_t sl = 0; sl < t.slots.size(); ++sl)
+          for (int64_t st = 0; st < t.slots[sl].n; st += kOptimizerChunk)
+            t.chunks.push_back({int32_t(sl), st});
+        b.group = int(tables.size());
+        groupsOf_[kind].push_back(b.group);
+        tables.push_back(std::move(t));
+      }
+      // Matmul plans: the epilogue and padded operands the plan chose, on
+      // the pointers they will run on (staged copies included).
       if (inst.opcode == Opcode::Matmul) {
         GemmShape s;
         s.batch = inst.ints[0];
@@ -661,13 +910,109 @@ void CudaDevice::prepare(const RankProgram &rank) {
         s.transA = inst.ints[4] != 0;
         s.transB = inst.ints[5] != 0;
         s.broadcastB = inst.ints[6] != 0;
-        b.matmul = std::make_unique<MatmulPlan>(lt_, s, b.operands[0],
-                                                b.operands[1], b.operands[2]);
+        int64_t *lds[3] = {&s.lda, &s.ldb, &s.ldc};
+        for (int op = 0; op < 3; ++op)
+          if (ip.padded[op].scratch >= 0) {
+            b.operands[size_t(op)] = padded(ip.padded[op]);
+            *lds[op] = ip.padded[op].ld;
+          }
+        auto type = [](DType t) {
+          return t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+        };
+        GemmTypes types{type(b.dtypes[0]), type(b.dtypes[1]),
+                        type(b.dtypes[2])};
+        GemmEpilogue epilogue;
+        if (ip.epilogue != EpilogueKind::None) {
+          epilogue.kind = ip.epilogue == EpilogueKind::Bias
+                              ? GemmEpilogue::Bias
+                          : ip.epilogue == EpilogueKind::BiasGeluAux
+                              ? GemmEpilogue::BiasGeluAux
+                              : GemmEpilogue::DGelu;
+          epilogue.bias = at(ip.bias);
+          epilogue.aux = at(ip.aux);
+          b.operands[2] = at(ip.out);
+          b.runBefore = ip.runBefore;
+        }
+        try {
+          b.matmul = std::make_unique<MatmulPlan>(lt_, s, b.operands[0],
+                                                  b.operands[1], b.operands[2],
+                                                  types, epilogue);
+        } catch (const RuntimeError &) {
+          if (epilogue.kind == GemmEpilogue::None)
+            throw;
+          // No algorithm for the epilogue here: the group runs unfused.
+          b.operands[2] = at(inst.operands[2]);
+          b.runBefore = -1;
+          b.unfuse = true;
+          b.matmul = std::make_unique<MatmulPlan>(
+              lt_, s, b.operands[0], b.operands[1], b.operands[2], types);
+        }
       }
       bound.push_back(std::move(b));
       kernels.push_back(kernel);
     }
+    // Instructions whose epilogue fell back run themselves again.
+    for (Bound &b : bound)
+      if (b.unfuse)
+        for (size_t idx : b.plan->absorbed)
+          bound[idx].skip = false;
   }
+
+  // Reduction scratch (loss rows, the optimizer's chunk partials) and the
+  // kernels' work memory.
+  size_t doubles = lossRows(rank);
+  for (const GroupTables &t : tables)
+    doubles = std::max(doubles, t.chunks.size());
+  check(cudaMalloc(&scratch_, sizeof(double) * doubles),
+        "allocating the reduction scratch");
+  workBytes_ = kAlign;
+  for (const auto &seq : sequences_)
+    for (const Bound &b : seq)
+      workBytes_ = std::max(workBytes_, workBytesOf(b));
+  check(cudaMalloc(&work_, workBytes_), "allocating the kernels' work memory");
+
+  // The groups' tables in one allocation.
+  size_t tableBytes = 0;
+  for (const GroupTables &t : tables)
+    tableBytes += roundUp(sizeof(TensorSlot) * t.slots.size()) +
+                  roundUp(sizeof(TensorChunk) * t.chunks.size()) +
+                  roundUp(t.coefficientBytes * t.keys.size());
+  if (tableBytes > 0) {
+    check(cudaMalloc(&tables_, tableBytes), "allocating the optimizer tables");
+    uint8_t *at8 = static_cast<uint8_t *>(tables_);
+    for (GroupTables &t : tables) {
+      TensorGroup g;
+      g.slots = reinterpret_cast<TensorSlot *>(at8);
+      check(cudaMemcpy(at8, t.slots.data(), sizeof(TensorSlot) * t.slots.size(),
+                       cudaMemcpyHostToDevice),
+            "uploading the optimizer tables");
+      at8 += roundUp(sizeof(TensorSlot) * t.slots.size());
+      g.chunks = reinterpret_cast<TensorChunk *>(at8);
+      check(cudaMemcpy(at8, t.chunks.data(),
+                       sizeof(TensorChunk) * t.chunks.size(),
+                       cudaMemcpyHostToDevice),
+            "uploading the optimizer tables");
+      at8 += roundUp(sizeof(TensorChunk) * t.chunks.size());
+      g.coefficients = at8;
+      at8 += roundUp(t.coefficientBytes * t.keys.size());
+      g.numChunks = int64_t(t.chunks.size());
+      g.keys = std::move(t.keys);
+      groups_.push_back(std::move(g));
+    }
+  }
+  if (profiling_)
+    for (int kind = 0; kind < kNumSequenceKinds; ++kind)
+      for (const Bound &b : sequences_[kind]) {
+        double flops = 0;
+        std::string key = profileKey(*b.inst, b, flops);
+        auto it = std::find_if(profile_.begin(), profile_.end(),
+                               [&](const ProfileRow &r) { return r.key == key; });
+        if (it == profile_.end()) {
+          profile_.push_back({key, flops, 0, 0.0});
+          it = profile_.end() - 1;
+        }
+        profileRowOf_[kind].push_back(int(it - profile_.begin()));
+      }
   check(cudaStreamSynchronize(stream()), "zeroing the arena");
 }
 
@@ -683,18 +1028,170 @@ void CudaDevice::download(uint64_t offset, void *dst, uint64_t bytes) const {
   toHost(dst, arena_ + offset, bytes, stream());
 }
 
-void CudaDevice::run(SequenceKind kind, const ExecContext &ctx) {
+void CudaDevice::runInstruction(size_t i, int kind, const ExecContext &ctx) {
+  const Bound &b = sequences_[kind][i];
+  if (b.skip)
+    return;
+  if (b.runBefore >= 0) {
+    const Bound &first = sequences_[kind][size_t(b.runBefore)];
+    kernels_[kind][size_t(b.runBefore)](first, ctx, *this);
+  }
+  for (const StagedOperand &s : b.staged)
+    if (s.read)
+      convert(s.arena, elemOf(s.arenaType), s.staged, elemOf(s.stagedType),
+              s.elements, stream());
+  kernels_[kind][i](b, ctx, *this);
+  for (const StagedOperand &s : b.staged)
+    if (s.written)
+      convert(s.staged, elemOf(s.stagedType), s.arena, elemOf(s.arenaType),
+              s.elements, stream());
+}
+
+void CudaDevice::runEager(int kind, const ExecContext &ctx, size_t begin,
+                          size_t end) {
   StepServices *services = ctx.services;
-  const auto &bound = sequences_[static_cast<int>(kind)];
-  const auto &kernels = kernels_[static_cast<int>(kind)];
-  for (size_t i = 0; i < bound.size(); ++i) {
-    kernels[i](bound[i], ctx, *this);
+  for (size_t i = begin; i < end; ++i) {
+    if (profiling_) {
+      cudaEvent_t start, stop;
+      check(cudaEventCreate(&start), "profile event");
+      check(cudaEventCreate(&stop), "profile event");
+      check(cudaEventRecord(start, stream()), "profile event");
+      runInstruction(i, kind, ctx);
+      check(cudaEventRecord(stop, stream()), "profile event");
+      check(cudaEventSynchronize(stop), "profile event");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, start, stop), "profile event");
+      ProfileRow &row = profile_[size_t(profileRowOf_[kind][i])];
+      row.calls += sequences_[kind][i].skip ? 0 : 1;
+      row.seconds += ms * 1e-3;
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    } else {
+      runInstruction(i, kind, ctx);
+    }
     // Host-staged (MPI) requests only advance inside MPI calls.
     if (services && services->hasPending())
       services->progress();
   }
+}
+
+/// Each step's optimizer coefficients (learning rate, bias corrections)
+/// into the groups' device tables, by a small copy kernel launched before
+/// the update (so the update's graph never changes).
+void CudaDevice::writeCoefficients(int kind, const ExecContext &ctx) {
+  for (int index : groupsOf_[kind]) {
+    const TensorGroup &g = groups_[size_t(index)];
+    if (g.keys.empty())
+      continue;
+    Opcode op = g.keys[0]->opcode;
+    std::vector<uint8_t> bytes;
+    for (const Instruction *inst : g.keys) {
+      const std::vector<double> &f = inst->floats;
+      if (op == Opcode::AdamWStep) {
+        kernels::AdamWCoefficients c = kernels::adamwCoefficients(
+            ctx.lr, f[0], f[1], f[2], f[3], ctx.step + 1);
+        const uint8_t *p = reinterpret_cast<const uint8_t *>(&c);
+        bytes.insert(bytes.end(), p, p + sizeof(c));
+      } else {
+        kernels::SgdCoefficients c =
+            kernels::sgdCoefficients(ctx.lr, f[0], f[1]);
+        const uint8_t *p = reinterpret_cast<const uint8_t *>(&c);
+        bytes.insert(bytes.end(), p, p + sizeof(c));
+      }
+    }
+    writeSmall(g.coefficients, bytes.data(), bytes.size(), stream());
+  }
+}
+
+void CudaDevice::capture(int kind, const ExecContext &ctx) {
+  const auto &segments = plan_.sequences[kind].segments;
+  graphs_[kind].assign(segments.size(), nullptr);
+  for (size_t si = 0; si < segments.size(); ++si) {
+    const SegmentPlan &s = segments[si];
+    if (!s.device)
+      continue;
+    check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal),
+          "beginning a CUDA graph capture");
+    try {
+      for (size_t i = s.begin; i < s.end; ++i)
+        runInstruction(i, kind, ctx);
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream(), &broken);
+      if (broken)
+        cudaGraphDestroy(broken);
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(stream(), &graph), "capturing a CUDA graph");
+    check(cudaGraphInstantiate(&graphs_[kind][si], graph, 0),
+          "instantiating a CUDA graph");
+    cudaGraphDestroy(graph);
+  }
+}
+
+void CudaDevice::run(SequenceKind kindEnum, const ExecContext &ctx) {
+  int kind = static_cast<int>(kindEnum);
+  const auto &bound = sequences_[kind];
+  if (bound.empty())
+    return;
+  writeCoefficients(kind, ctx);
+  // The first run is eager (it also initialises libraries and kernel
+  // attributes outside any capture); from the second, device segments run
+  // as graphs.
+  bool useGraphs = useGraphs_ && !profiling_ && runs_[kind] >= 1;
+  ++runs_[kind];
+  if (!useGraphs) {
+    runEager(kind, ctx, 0, bound.size());
+  } else {
+    if (runs_[kind] == 2)
+      capture(kind, ctx);
+    StepServices *services = ctx.services;
+    for (size_t si = 0; si < plan_.sequences[kind].segments.size(); ++si) {
+      const SegmentPlan &s = plan_.sequences[kind].segments[si];
+      if (s.device)
+        check(cudaGraphLaunch(graphs_[kind][si], stream()),
+              "launching a CUDA graph");
+      else
+        runEager(kind, ctx, s.begin, s.end);
+      if (services && services->hasPending())
+        services->progress();
+    }
+  }
   // Launch errors surface here rather than at the next download.
-  check(cudaGetLastError(), sequenceName(kind));
+  check(cudaGetLastError(), sequenceName(kindEnum));
+}
+
+void CudaDevice::printProfile() const {
+  double total = 0;
+  for (const ProfileRow &row : profile_)
+    total += row.seconds;
+  if (total <= 0)
+    return;
+  std::vector<const ProfileRow *> rows;
+  for (const ProfileRow &row : profile_)
+    if (row.calls)
+      rows.push_back(&row);
+  std::sort(rows.begin(), rows.end(),
+            [](const ProfileRow *a, const ProfileRow *b) {
+              return a->seconds > b->seconds;
+            });
+  std::fprintf(stderr,
+               "strata: STRATA_PROFILE: GPU time per instruction kind, all "
+               "sequences (%.4f s)\n%-52s %8s %10s %6s %9s %8s\n",
+               total, "instruction", "calls", "total_s", "%", "ms/call",
+               "TFLOP/s");
+  for (const ProfileRow *row : rows) {
+    std::fprintf(stderr, "%-52s %8lld %10.4f %6.2f %9.3f", row->key.c_str(),
+                 (long long)row->calls, row->seconds,
+                 100.0 * row->seconds / total,
+                 1e3 * row->seconds / double(row->calls));
+    if (row->flopsPerCall > 0)
+      std::fprintf(stderr, " %8.1f",
+                   row->flopsPerCall * double(row->calls) / row->seconds /
+                       1e12);
+    std::fprintf(stderr, "\n");
+  }
 }
 
 } // namespace cuda

@@ -10,6 +10,7 @@
 #include "runtime/support/Error.h"
 
 #include <dlfcn.h>
+#include <cstdlib>
 #include <unistd.h>
 
 #include <mutex>
@@ -28,7 +29,23 @@ namespace {
 /// carried with it), then in the toolkit's directories. `why` collects each
 /// dlerror().
 void *openLibrary(std::initializer_list<const char *> names, std::string &why) {
-  std::vector<std::string> dirs = {""};
+  std::vector<std::string> dirs;
+  // STRATA_CUDA_LIBRARY_PATH (directories, ':'-separated) first: CUDA
+  // libraries that live outside the loader's path, e.g. in a Python
+  // environment's site-packages/nvidia/*/lib.
+  if (const char *extra = std::getenv("STRATA_CUDA_LIBRARY_PATH")) {
+    std::string list(extra);
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(':', start);
+      if (end == std::string::npos)
+        end = list.size();
+      if (end > start)
+        dirs.push_back(list.substr(start, end - start) + "/");
+      start = end + 1;
+    }
+  }
+  dirs.push_back("");
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n > 0) {

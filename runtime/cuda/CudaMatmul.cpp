@@ -65,7 +65,7 @@ void setAlignment(cublasLtMatmulPreference_t pref,
 
 MatmulPlan::MatmulPlan(const CublasLtContext &ctx, const GemmShape &shape,
                        const void *a, const void *b, const void *c,
-                       GemmTypes types)
+                       GemmTypes types, const GemmEpilogue &epilogue)
     : ctx_(ctx) {
   const CublasLtApi &lt = cublasLt();
   GemmShape s = shape;
@@ -84,13 +84,43 @@ MatmulPlan::MatmulPlan(const CublasLtContext &ctx, const GemmShape &shape,
   checkLt(lt.descSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
                               sizeof(opSecond)),
           "transb");
+  if (epilogue.kind != GemmEpilogue::None) {
+    if (s.batch != 1)
+      fail("internal error: a matmul epilogue on a batched matmul");
+    cublasLtEpilogue_t kind =
+        epilogue.kind == GemmEpilogue::Bias          ? CUBLASLT_EPILOGUE_BIAS
+        : epilogue.kind == GemmEpilogue::BiasGeluAux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                     : CUBLASLT_EPILOGUE_DGELU;
+    checkLt(lt.descSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind,
+                                sizeof(kind)),
+            "epilogue");
+    if (epilogue.bias)
+      checkLt(lt.descSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                  &epilogue.bias, sizeof(epilogue.bias)),
+              "bias pointer");
+    if (epilogue.aux) {
+      checkLt(lt.descSetAttribute(desc_,
+                                  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                  &epilogue.aux, sizeof(epilogue.aux)),
+              "epilogue aux pointer");
+      int64_t ld = s.ldc ? s.ldc : s.n; // the aux matrix is laid out like D
+      checkLt(lt.descSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                  &ld, sizeof(ld)),
+              "epilogue aux ld");
+    }
+  }
   // Column-major views of the row-major operands.
   int64_t strideB = s.broadcastB ? 0 : s.k * s.n;
-  layoutFirst_ = s.transB ? layout(types.b, s.k, s.n, s.k, s.batch, strideB)
-                          : layout(types.b, s.n, s.k, s.n, s.batch, strideB);
-  layoutSecond_ = s.transA ? layout(types.a, s.m, s.k, s.m, s.batch, s.m * s.k)
-                           : layout(types.a, s.k, s.m, s.k, s.batch, s.m * s.k);
-  layoutC_ = layout(types.c, s.n, s.m, s.n, s.batch, s.m * s.n);
+  if ((s.lda || s.ldb || s.ldc) && s.batch != 1)
+    fail("internal error: padded matmul operands on a batched matmul");
+  int64_t ldb = s.ldb ? s.ldb : (s.transB ? s.k : s.n);
+  int64_t lda = s.lda ? s.lda : (s.transA ? s.m : s.k);
+  int64_t ldc = s.ldc ? s.ldc : s.n;
+  layoutFirst_ = s.transB ? layout(types.b, s.k, s.n, ldb, s.batch, strideB)
+                          : layout(types.b, s.n, s.k, ldb, s.batch, strideB);
+  layoutSecond_ = s.transA ? layout(types.a, s.m, s.k, lda, s.batch, s.m * s.k)
+                           : layout(types.a, s.k, s.m, lda, s.batch, s.m * s.k);
+  layoutC_ = layout(types.c, s.n, s.m, ldc, s.batch, s.m * s.n);
 
   cublasLtMatmulPreference_t pref = nullptr;
   checkLt(lt.preferenceCreate(&pref), "preference");

@@ -26,11 +26,25 @@ namespace strata::rt::cuda {
 struct GemmShape {
   int64_t batch = 1, m = 1, n = 1, k = 1;
   bool transA = false, transB = false, broadcastB = false;
+  /// Row strides of the stored (row-major) operands when they are padded
+  /// (0: dense, the natural width). Batch 1 only.
+  int64_t lda = 0, ldb = 0, ldc = 0;
 };
 
 /// The element types of one matmul: inputs A and B, output C.
 struct GemmTypes {
   cudaDataType_t a = CUDA_R_32F, b = CUDA_R_32F, c = CUDA_R_32F;
+};
+
+/// What cuBLASLt does to the product before it stores D (the device fuses
+/// the instructions that follow a matmul into it): add a bias per output
+/// column (Strata's row-major last dimension), then optionally GELU (the
+/// tanh form, kernels::geluForward's) storing the pre-activation in `aux`;
+/// or multiply by GELU's derivative at `aux` (the backward of a GELU).
+struct GemmEpilogue {
+  enum Kind { None, Bias, BiasGeluAux, DGelu } kind = None;
+  const void *bias = nullptr;
+  void *aux = nullptr;
 };
 
 /// The cuBLASLt handle and workspace of one device.
@@ -47,7 +61,8 @@ public:
   /// alias part of another (q, k, v of one qkv) may sit off the 256-byte
   /// boundary cuBLASLt assumes by default.
   MatmulPlan(const CublasLtContext &ctx, const GemmShape &shape, const void *a,
-             const void *b, const void *c, GemmTypes types = {});
+             const void *b, const void *c, GemmTypes types = {},
+             const GemmEpilogue &epilogue = {});
   ~MatmulPlan();
   MatmulPlan(const MatmulPlan &) = delete;
   MatmulPlan &operator=(const MatmulPlan &) = delete;

@@ -847,4 +847,64 @@ std::string describeInstruction(const Instruction &inst,
   return os.str();
 }
 
+bool hasBf16Form(Opcode op, const std::vector<DType> &dtypes) {
+  auto all = [&](std::initializer_list<size_t> operands, DType t) {
+    for (size_t i : operands)
+      if (i >= dtypes.size() || dtypes[i] != t)
+        return false;
+    return true;
+  };
+  const DType H = DType::BF16, F = DType::F32;
+  switch (op) {
+  case Opcode::Add:
+  case Opcode::Mul:
+  case Opcode::BiasAdd:
+  case Opcode::GeluBwd:
+    return all({0, 1, 2}, H);
+  case Opcode::Scale:
+  case Opcode::GeluFwd:
+  case Opcode::Copy:
+  case Opcode::Transpose:
+  case Opcode::SliceCopy:
+  case Opcode::SliceInsert:
+    return all({0, 1}, H);
+  case Opcode::RotaryFwd:
+  case Opcode::RotaryBwd:
+  case Opcode::SiluFwd:
+  case Opcode::RepeatInterleave:
+  case Opcode::RepeatInterleaveBwd:
+    return all({0, 1}, H);
+  case Opcode::SoftmaxFwd:
+    return all({0, 1}, H);
+  case Opcode::SoftmaxBwd:
+  case Opcode::SiluBwd:
+  case Opcode::SiluMulFwd:
+    return all({0, 1, 2}, H);
+  case Opcode::SiluMulBwd:
+    return all({0, 1, 2, 3, 4}, H);
+  case Opcode::RmsNormFwd: // x, weight, out; rstd
+    return all({0, 1, 2}, H) && all({3}, F);
+  case Opcode::RmsNormBwd: // dy, x, weight; rstd; dx; dweight
+    return all({0, 1, 2, 4}, H) && all({3}, F) && (all({5}, H) || all({5}, F));
+  case Opcode::Fill:
+    return all({0}, H);
+  case Opcode::Accumulate: // into a float32 or a bf16 sum
+    return all({0}, H);
+  case Opcode::BiasGrad: // into a float32 or a bf16 gradient
+    return all({0}, H);
+  case Opcode::LayerNormFwd:
+    return all({0, 1, 2, 3}, H) && all({4, 5}, F);
+  case Opcode::CausalAttentionFwd: // q, k, v, out; lse
+    return all({0, 1, 2, 3}, H) && all({4}, F);
+  case Opcode::CausalAttentionBwd: // dout, q, k, v, out; lse; dq, dk, dv
+    return all({0, 1, 2, 3, 4, 6, 7, 8}, H) && all({5}, F);
+  case Opcode::LayerNormBwd:
+    return all({0, 1, 2, 5}, H) && all({3, 4}, F) &&
+           (all({6, 7}, H) || all({6, 7}, F));
+  default:
+    return false;
+  }
+}
+
+
 } // namespace strata::rt

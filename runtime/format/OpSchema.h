@@ -110,6 +110,15 @@ bool isCommunication(Opcode opcode);
 std::string describeInstruction(const Instruction &inst,
                                 const std::vector<BufferDesc> &buffers);
 
+/// Whether the kernels of `op` read and write operands of these dtypes
+/// themselves (their bf16 forms: activations bf16, statistics float32, a
+/// gradient accumulated into float32 or bf16). Every backend implements
+/// exactly these forms, so a bf16 program computes the same on each; the
+/// device stages the bf16 operands of every other instruction through
+/// float32 copies (matmul, convert, load_batch and collectives take any
+/// dtype on their own).
+bool hasBf16Form(Opcode op, const std::vector<DType> &dtypes);
+
 } // namespace strata::rt
 
 #endif // STRATA_RUNTIME_FORMAT_OPSCHEMA_H

@@ -37,6 +37,7 @@ struct Options {
   int threads = 1;
   int64_t printEvery = 0;
   bool info = false;
+  bool cudaPlan = false; ///< --cuda-plan: print the CUDA binding and exit.
   std::string trace;      ///< measured Chrome trace (docs/report.md)
   std::string traceSteps; ///< "A..B", 1-based
   // Run-time overrides of the program's training settings.

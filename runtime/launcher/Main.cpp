@@ -15,6 +15,7 @@
 #include "runtime/core/StepTrace.h"
 #include "runtime/core/Trainer.h"
 #include "runtime/format/Bundle.h"
+#include "runtime/cuda/CudaBindPlan.h"
 #include "runtime/launcher/Launcher.h"
 #include "runtime/launcher/StepLog.h"
 #include "runtime/mpi/MpiBackend.h"
@@ -443,6 +444,18 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
   if (opt.info) {
     if (rank == 0)
       printInfo(program, source, opt, totalSteps, seed);
+    return 0;
+  }
+  if (opt.cudaPlan) {
+    // Plain C++ over the program: works on machines without a GPU.
+    if (rank == 0)
+      for (const RankProgram &rp : program.ranks) {
+        std::printf("rank %u:\n%s", rp.rank,
+                    cuda::describeCudaBinding(
+                        rp, cuda::planCudaBinding(rp, cuda::BindOptions()))
+                        .c_str());
+        break;
+      }
     return 0;
   }
   if (opt.generate > 0) {
@@ -933,6 +946,10 @@ int main(int argc, char **argv) {
                  "step)");
   app.add_flag("--info", opt.info,
                "Describe the program and the run's settings and exit");
+  app.add_flag("--cuda-plan", opt.cudaPlan,
+               "Print how the CUDA device would run rank 0's program "
+               "(fusions, staged bf16 kernels, CUDA graphs, scratch) and "
+               "exit; needs no GPU");
   auto *overrides = app.add_option_group(
       "Run-time settings", "Override the program's training settings "
                            "without recompiling (shown by --info)");
