@@ -18,8 +18,8 @@
 //     nothing else in any sequence and every output it writes early is
 //     clear of the operands it reads:
 //       matmul -> [cast of the bias] -> bias_add [-> gelu_fwd]: a cuBLASLt
-//         BIAS or GELU_AUX_BIAS epilogue (the bias_add's output is GELU's
-//         aux input, kept for gelu_bwd);
+//         BIAS or (opt-in) GELU_AUX_BIAS epilogue (the bias_add's output is
+//         GELU's aux input, kept for gelu_bwd);
 //       matmul -> gelu_bwd: a DGELU epilogue;
 //       add -> [casts] -> layernorm_fwd of the sum: the add inside the norm;
 //       cross_entropy_fwd -> cross_entropy_bwd -> bf16 cast of the
@@ -77,8 +77,12 @@ struct InstructionPlan {
   /// (kNoBuffer: the instruction's own C).
   EpilogueKind epilogue = EpilogueKind::None;
   uint32_t bias = kNoBuffer, aux = kNoBuffer, out = kNoBuffer;
-  /// matmul: operands read or written padded (a = 0, b = 1, c = 2).
+  /// matmul: operands read or written padded (a = 0, b = 1, c = 2), and
+  /// n or k widened to the padding (0: as the instruction says).
   PaddedView padded[3];
+  int64_t n = 0, k = 0;
+  /// convert: writes into this scratch buffer instead (-1: its own).
+  int redirect = -1;
   /// layernorm_fwd fused with the add before it: the add's inputs.
   uint32_t residualA = kNoBuffer, residualB = kNoBuffer;
   /// cross_entropy_fwd fused with its backward: the bf16 gradient buffer
@@ -86,6 +90,7 @@ struct InstructionPlan {
   uint32_t ceGrad = kNoBuffer;
   float ceScale = 0;
   bool ceDropLse = false; ///< The lse shares the cast's memory: not stored.
+  bool ceZeroPadding = false; ///< Gradient columns past vocab written 0.
   PaddedView ceLogits, ceGradPadded;
   /// Multi-tensor group index, or -1.
   int group = -1;
@@ -110,11 +115,14 @@ struct SequencePlan {
 struct ScratchPlan {
   uint64_t bytes = 0;
   std::string what;
+  bool zeroed = false; ///< Zero-filled once when allocated.
 };
 
 struct BindOptions {
   bool fuse = true;   ///< STRATA_CUDA_FUSE
   bool padWide = true;
+  /// GELU_AUX_BIAS epilogues (STRATA_CUDA_GELU_EPILOGUE=1).
+  bool geluEpilogue = false;
 };
 
 struct BindPlan {
@@ -127,6 +135,11 @@ struct BindPlan {
 /// Whether the bf16 FlashAttention kernels take this attention instruction
 /// (head dimension 16, 32, 64 or 128; operands 16-byte aligned).
 bool flashAttentionTakes(const RankProgram &rank, const Instruction &inst);
+
+/// The options the environment asks for: STRATA_CUDA_FUSE=0 turns every
+/// fusion off, STRATA_CUDA_GELU_EPILOGUE=1 fuses GELU into matmuls;
+/// values other than 0 and 1 are errors naming the variable.
+BindOptions bindOptionsFromEnvironment();
 
 /// The device's decisions for `rank` (see above).
 BindPlan planCudaBinding(const RankProgram &rank, const BindOptions &options);

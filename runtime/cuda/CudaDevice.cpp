@@ -291,7 +291,7 @@ void runCrossEntropyFwd(const B &b, const C &, D &d) {
                               b.f32(2), d.scratch(),
                               static_cast<uint16_t *>(b.ceGrad),
                               b.ceGradLd ? b.ceGradLd : vocab, b.ceScale,
-                              d.stream());
+                              b.plan->ceZeroPadding, d.stream());
   crossEntropyFwd(b.f32(0), b.i32(1), b.elements[0] / vocab, vocab, b.f32(3),
                   b.f32(2), d.scratch(), d.stream());
 }
@@ -767,9 +767,7 @@ void CudaDevice::prepare(const RankProgram &rank) {
          "); the plan needs more GPU memory than this device has free");
   check(cudaMemsetAsync(arena_, 0, bytes, stream()), "zeroing the arena");
 
-  BindOptions options;
-  options.fuse = envSwitch("STRATA_CUDA_FUSE", true);
-  plan_ = planCudaBinding(rank, options);
+  plan_ = planCudaBinding(rank, bindOptionsFromEnvironment());
 
   // Scratch outside the arena: padded classifier matrices, staging.
   std::vector<uint8_t *> scratchPtrs;
@@ -781,6 +779,8 @@ void CudaDevice::prepare(const RankProgram &rank) {
            sp.what, " (", cudaGetErrorString(status), ")");
     extra_.push_back(p);
     scratchPtrs.push_back(static_cast<uint8_t *>(p));
+    if (sp.zeroed)
+      check(cudaMemsetAsync(p, 0, sp.bytes, stream()), "zeroing scratch");
   }
   if (plan_.stagingBytes > 0) {
     status = cudaMalloc(reinterpret_cast<void **>(&staging_),
@@ -837,6 +837,8 @@ void CudaDevice::prepare(const RankProgram &rank) {
         b.dtypes[st.operand] = st.to;
         b.staged.push_back(s);
       }
+      if (ip.redirect >= 0)
+        b.operands[1] = scratchPtrs[size_t(ip.redirect)];
       b.residualA = at(ip.residualA);
       b.residualB = at(ip.residualB);
       if (ip.ceGrad != kNoBuffer) {
@@ -910,6 +912,10 @@ void CudaDevice::prepare(const RankProgram &rank) {
         s.transA = inst.ints[4] != 0;
         s.transB = inst.ints[5] != 0;
         s.broadcastB = inst.ints[6] != 0;
+        if (ip.n)
+          s.n = ip.n;
+        if (ip.k)
+          s.k = ip.k;
         int64_t *lds[3] = {&s.lda, &s.ldb, &s.ldc};
         for (int op = 0; op < 3; ++op)
           if (ip.padded[op].scratch >= 0) {

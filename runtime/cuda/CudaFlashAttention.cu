@@ -117,6 +117,10 @@ __device__ inline void cpAsyncCommit() {
 __device__ inline void cpAsyncWaitAll() {
   asm volatile("cp.async.wait_group 0;\n" ::);
 }
+/// Waits for all but the most recent group (the prefetch in flight).
+__device__ inline void cpAsyncWaitPrior() {
+  asm volatile("cp.async.wait_group 1;\n" ::);
+}
 
 /// Max / sum over the four lanes of a quad (the lanes that share rows).
 __device__ inline float quadMax(float v) {
@@ -234,8 +238,12 @@ __global__ void __launch_bounds__(kThreads)
                    float *lse, int heads, int kvHeads, int seq, float scale) {
   constexpr int Br = kTileRows, Bc = keyTile<D>(), LD = D + 8;
   extern __shared__ __align__(16) unsigned char smemBytes[];
+  // Q, then two buffers of K and V: the next key tile loads while this one
+  // is used.
   bf16 *sQ = reinterpret_cast<bf16 *>(smemBytes);
-  bf16 *sK = sQ + Br * LD, *sV = sK + Bc * LD;
+  bf16 *const sKs = sQ + Br * LD, *const sVs = sKs + 2 * Bc * LD;
+  auto sK = [&](int i) { return sKs + i * Bc * LD; };
+  auto sV = [&](int i) { return sVs + i * Bc * LD; };
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // Longest rows first: the last query tiles see the most keys.
@@ -247,6 +255,8 @@ __global__ void __launch_bounds__(kThreads)
   const bf16 *vBase = v + int64_t(b * kvHeads + kvh) * seq * D;
 
   loadTile<D>(sQ, qBase, q0, Br, seq);
+  loadTile<D>(sK(0), kBase, 0, Bc, seq);
+  loadTile<D>(sV(0), vBase, 0, Bc, seq);
   cpAsyncCommit();
 
   uint32_t qf[D / 16][4];
@@ -261,12 +271,17 @@ __global__ void __launch_bounds__(kThreads)
   const int lastRow = min(q0 + Br, seq) - 1;
   const int tiles = lastRow / Bc + 1;
   for (int j = 0; j < tiles; ++j) {
-    const int k0 = j * Bc;
-    __syncthreads(); // every warp is done with the previous K, V tiles
-    loadTile<D>(sK, kBase, k0, Bc, seq);
-    loadTile<D>(sV, vBase, k0, Bc, seq);
-    cpAsyncCommit();
-    cpAsyncWaitAll();
+    const int k0 = j * Bc, cur = j & 1;
+    if (j + 1 < tiles) {
+      // The buffer this prefetch fills was last read in iteration j - 1,
+      // which every warp finished (the barrier at its end).
+      loadTile<D>(sK(cur ^ 1), kBase, k0 + Bc, Bc, seq);
+      loadTile<D>(sV(cur ^ 1), vBase, k0 + Bc, Bc, seq);
+      cpAsyncCommit();
+      cpAsyncWaitPrior();
+    } else {
+      cpAsyncWaitAll();
+    }
     __syncthreads();
     if (j == 0)
       loadA<D>(qf, sQ, warp * 16, lane);
@@ -275,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < Bc / 8; ++i)
       s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-    mmaABt<D, Bc, LD>(s, qf, sK, lane);
+    mmaABt<D, Bc, LD>(s, qf, sK(cur), lane);
 
     // Scale into the exp2 domain; mask keys after the row (and past seq,
     // which are after every real row).
@@ -317,7 +332,8 @@ __global__ void __launch_bounds__(kThreads)
         o[i][2 * half + 1] *= c;
       }
     }
-    mmaPB<Bc, D>(o, s, sV, lane);
+    mmaPB<Bc, D>(o, s, sV(cur), lane);
+    __syncthreads(); // before iteration j + 1 prefetches into this buffer
   }
 
   float inv[2];
@@ -363,7 +379,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int Br = kTileRows, Bc = keyTile<D>(), LD = D + 8;
   extern __shared__ __align__(16) unsigned char smemBytes[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smemBytes);
-  bf16 *sDO = sQ + Br * LD, *sK = sDO + Br * LD, *sV = sK + Bc * LD;
+  bf16 *sDO = sQ + Br * LD;
+  bf16 *const sKs = sDO + Br * LD, *const sVs = sKs + 2 * Bc * LD;
+  auto sK = [&](int i) { return sKs + i * Bc * LD; };
+  auto sV = [&](int i) { return sVs + i * Bc * LD; };
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int qTile = gridDim.x - 1 - blockIdx.x, q0 = qTile * Br;
@@ -375,6 +394,8 @@ __global__ void __launch_bounds__(kThreads)
 
   loadTile<D>(sQ, q + rowsAt * D, q0, Br, seq);
   loadTile<D>(sDO, dout + rowsAt * D, q0, Br, seq);
+  loadTile<D>(sK(0), kBase, 0, Bc, seq);
+  loadTile<D>(sV(0), vBase, 0, Bc, seq);
   cpAsyncCommit();
 
   const int rowBase = q0 + warp * 16;
@@ -394,12 +415,15 @@ __global__ void __launch_bounds__(kThreads)
   const int lastRow = min(q0 + Br, seq) - 1;
   const int tiles = lastRow / Bc + 1;
   for (int j = 0; j < tiles; ++j) {
-    const int k0 = j * Bc;
-    __syncthreads();
-    loadTile<D>(sK, kBase, k0, Bc, seq);
-    loadTile<D>(sV, vBase, k0, Bc, seq);
-    cpAsyncCommit();
-    cpAsyncWaitAll();
+    const int k0 = j * Bc, cur = j & 1;
+    if (j + 1 < tiles) {
+      loadTile<D>(sK(cur ^ 1), kBase, k0 + Bc, Bc, seq);
+      loadTile<D>(sV(cur ^ 1), vBase, k0 + Bc, Bc, seq);
+      cpAsyncCommit();
+      cpAsyncWaitPrior();
+    } else {
+      cpAsyncWaitAll();
+    }
     __syncthreads();
     if (j == 0) {
       loadA<D>(qf, sQ, warp * 16, lane);
@@ -411,8 +435,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
         s[i][r] = dp[i][r] = 0.0f;
-    mmaABt<D, Bc, LD>(s, qf, sK, lane);
-    mmaABt<D, Bc, LD>(dp, dof, sV, lane);
+    mmaABt<D, Bc, LD>(s, qf, sK(cur), lane);
+    mmaABt<D, Bc, LD>(dp, dof, sV(cur), lane);
 #pragma unroll
     for (int nb = 0; nb < Bc / 8; ++nb)
 #pragma unroll
@@ -426,7 +450,8 @@ __global__ void __launch_bounds__(kThreads)
                                                        DeviceExp());
         s[nb][r] = k::rawScoreGradient(p, dp[nb][r], rowD[half], scale);
       }
-    mmaPB<Bc, D>(dqAcc, s, sK, lane);
+    mmaPB<Bc, D>(dqAcc, s, sK(cur), lane);
+    __syncthreads(); // before iteration j + 1 prefetches into this buffer
   }
   storeRows<D>(dq + rowsAt * D, dqAcc, rowBase, seq, lane, 1.0f, 1.0f);
 }
@@ -441,10 +466,15 @@ __global__ void __launch_bounds__(kThreads)
                       float scale) {
   constexpr int Bk = kTileRows, Bq = keyTile<D>(), LD = D + 8;
   extern __shared__ __align__(16) unsigned char smemBytes[];
+  // K and V, then two buffers of (Q, dO, lse, D) for the query tiles.
   bf16 *sK = reinterpret_cast<bf16 *>(smemBytes);
-  bf16 *sV = sK + Bk * LD, *sQ = sV + Bk * LD, *sDO = sQ + Bq * LD;
-  float *sLse = reinterpret_cast<float *>(sDO + Bq * LD);
-  float *sDot = sLse + Bq;
+  bf16 *sV = sK + Bk * LD;
+  bf16 *const tiles2 = sV + Bk * LD; // [buffer][Q | dO]
+  float *const stats2 = reinterpret_cast<float *>(tiles2 + 4 * Bq * LD);
+  auto sQ = [&](int i) { return tiles2 + i * 2 * Bq * LD; };
+  auto sDO = [&](int i) { return tiles2 + i * 2 * Bq * LD + Bq * LD; };
+  auto sLse = [&](int i) { return stats2 + i * 2 * Bq; };
+  auto sDot = [&](int i) { return stats2 + i * 2 * Bq + Bq; };
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int kTile = gridDim.x - 1 - blockIdx.x, k0 = kTile * Bk;
@@ -464,71 +494,82 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < 4; ++r)
       dkAcc[i][r] = dvAcc[i][r] = 0.0f;
 
-  // Query tiles that reach this key tile: rows >= k0.
+  // Query tiles that reach this key tile (rows >= k0), for every query
+  // head of the group: one flat list of items, the next prefetched while
+  // this one is used.
   const int firstTile = k0 / Bq;
-  const int tiles = (seq + Bq - 1) / Bq;
-  for (int g = 0; g < group; ++g) {
-    const int h = kvh * group + g;
+  const int tilesPerHead = (seq + Bq - 1) / Bq - firstTile;
+  const int items = group * tilesPerHead;
+  auto issue = [&](int item, int buffer) {
+    const int h = kvh * group + item / tilesPerHead;
+    const int q0 = (firstTile + item % tilesPerHead) * Bq;
     const int64_t rowsAt = int64_t(b * heads + h) * seq;
-    for (int i = firstTile; i < tiles; ++i) {
-      const int q0 = i * Bq;
-      __syncthreads();
-      loadTile<D>(sQ, q + rowsAt * D, q0, Bq, seq);
-      loadTile<D>(sDO, dout + rowsAt * D, q0, Bq, seq);
-      for (int r = threadIdx.x; r < Bq; r += kThreads) {
-        bool real = q0 + r < seq;
-        sLse[r] = real ? lse[rowsAt + q0 + r] : INFINITY;
-        sDot[r] = real ? rowDot[rowsAt + q0 + r] : 0.0f;
-      }
-      cpAsyncCommit();
-      cpAsyncWaitAll();
-      __syncthreads();
-
-      uint32_t kf[D / 16][4];
-      loadA<D>(kf, sK, warp * 16, lane);
-      float st[Bq / 8][4], dpt[Bq / 8][4];
-#pragma unroll
-      for (int n = 0; n < Bq / 8; ++n)
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          st[n][r] = dpt[n][r] = 0.0f;
-      mmaABt<D, Bq, LD>(st, kf, sQ, lane); // S^T = K Q^T
-      {
-        uint32_t vf[D / 16][4];
-        loadA<D>(vf, sV, warp * 16, lane);
-        mmaABt<D, Bq, LD>(dpt, vf, sDO, lane); // dP^T = V dO^T
-      }
-#pragma unroll
-      for (int nb = 0; nb < Bq / 8; ++nb)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          int key = keyBase + mf::accRow(lane, r);
-          int qc = nb * 8 + mf::accCol(lane, r);
-          int row = q0 + qc;
-          float p = key > row || row >= seq
-                        ? 0.0f
-                        : k::recomputedProbability(st[nb][r], scale, sLse[qc],
-                                                   DeviceExp());
-          st[nb][r] = p;
-          dpt[nb][r] = k::rawScoreGradient(p, dpt[nb][r], sDot[qc], scale);
-        }
-      mmaPB<Bq, D>(dvAcc, st, sDO, lane);  // dV += P^T dO
-      mmaPB<Bq, D>(dkAcc, dpt, sQ, lane);  // dK += dS^T Q
+    loadTile<D>(sQ(buffer), q + rowsAt * D, q0, Bq, seq);
+    loadTile<D>(sDO(buffer), dout + rowsAt * D, q0, Bq, seq);
+    for (int r = threadIdx.x; r < Bq; r += kThreads) {
+      bool real = q0 + r < seq;
+      sLse(buffer)[r] = real ? lse[rowsAt + q0 + r] : INFINITY;
+      sDot(buffer)[r] = real ? rowDot[rowsAt + q0 + r] : 0.0f;
     }
+    cpAsyncCommit();
+  };
+  issue(0, 0);
+  for (int item = 0; item < items; ++item) {
+    const int cur = item & 1;
+    const int q0 = (firstTile + item % tilesPerHead) * Bq;
+    if (item + 1 < items) {
+      issue(item + 1, cur ^ 1);
+      cpAsyncWaitPrior();
+    } else {
+      cpAsyncWaitAll();
+    }
+    __syncthreads();
+
+    uint32_t kf[D / 16][4];
+    loadA<D>(kf, sK, warp * 16, lane);
+    float st[Bq / 8][4], dpt[Bq / 8][4];
+#pragma unroll
+    for (int n = 0; n < Bq / 8; ++n)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        st[n][r] = dpt[n][r] = 0.0f;
+    mmaABt<D, Bq, LD>(st, kf, sQ(cur), lane); // S^T = K Q^T
+    {
+      uint32_t vf[D / 16][4];
+      loadA<D>(vf, sV, warp * 16, lane);
+      mmaABt<D, Bq, LD>(dpt, vf, sDO(cur), lane); // dP^T = V dO^T
+    }
+#pragma unroll
+    for (int nb = 0; nb < Bq / 8; ++nb)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        int key = keyBase + mf::accRow(lane, r);
+        int qc = nb * 8 + mf::accCol(lane, r);
+        int row = q0 + qc;
+        float p = key > row || row >= seq
+                      ? 0.0f
+                      : k::recomputedProbability(st[nb][r], scale,
+                                                 sLse(cur)[qc], DeviceExp());
+        st[nb][r] = p;
+        dpt[nb][r] = k::rawScoreGradient(p, dpt[nb][r], sDot(cur)[qc], scale);
+      }
+    mmaPB<Bq, D>(dvAcc, st, sDO(cur), lane); // dV += P^T dO
+    mmaPB<Bq, D>(dkAcc, dpt, sQ(cur), lane); // dK += dS^T Q
+    __syncthreads(); // before item + 1 prefetches into this buffer
   }
   storeRows<D>(dk + kvRowsAt * D, dkAcc, keyBase, seq, lane, 1.0f, 1.0f);
   storeRows<D>(dv + kvRowsAt * D, dvAcc, keyBase, seq, lane, 1.0f, 1.0f);
 }
 
 template <int D> size_t fwdShared() {
-  return sizeof(bf16) * (kTileRows + 2 * keyTile<D>()) * (D + 8);
+  return sizeof(bf16) * (kTileRows + 4 * keyTile<D>()) * (D + 8);
 }
 template <int D> size_t bwdQueryShared() {
-  return sizeof(bf16) * (2 * kTileRows + 2 * keyTile<D>()) * (D + 8);
+  return sizeof(bf16) * (2 * kTileRows + 4 * keyTile<D>()) * (D + 8);
 }
 template <int D> size_t bwdKeyShared() {
-  return sizeof(bf16) * (2 * kTileRows + 2 * keyTile<D>()) * (D + 8) +
-         2 * sizeof(float) * keyTile<D>();
+  return sizeof(bf16) * (2 * kTileRows + 4 * keyTile<D>()) * (D + 8) +
+         4 * sizeof(float) * keyTile<D>();
 }
 
 /// Raises a kernel's dynamic shared-memory limit once (above 48 KiB a

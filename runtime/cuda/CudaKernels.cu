@@ -347,6 +347,43 @@ __global__ void transposeRowsKernel(const uint4 *x, uint4 *out, int64_t n,
   }
 }
 
+/// The same in 32-bit index arithmetic with the dimensions unrolled (every
+/// index below 2^31), two 16-byte chunks in flight per thread.
+template <int R>
+__global__ void transposeRows32Kernel(const uint4 *x, uint4 *out, uint32_t n,
+                                      uint32_t chunksPerRow,
+                                      TransposeShape rows) {
+  uint32_t dims[R], strides[R];
+#pragma unroll
+  for (int d = 0; d < R; ++d) {
+    dims[d] = uint32_t(rows.outDims[d]);
+    strides[d] = uint32_t(rows.strideOf[d]);
+  }
+  uint32_t step = gridDim.x * blockDim.x;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += 2 * step) {
+    uint4 v[2];
+    uint32_t at[2] = {i, i + step};
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (at[u] >= n)
+        continue;
+      uint32_t row = at[u] / chunksPerRow, chunk = at[u] % chunksPerRow;
+      uint32_t src = 0;
+#pragma unroll
+      for (int d = R - 1; d >= 0; --d) {
+        src += (row % dims[d]) * strides[d];
+        row /= dims[d];
+      }
+      v[u] = x[src * chunksPerRow + chunk];
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+      if (at[u] < n)
+        out[at[u]] = v[u];
+  }
+}
+
 /// [outer, rows, cols] -> [outer, cols, rows] through shared-memory tiles
 /// (the swap of the last two dimensions, the common case: heads).
 template <typename T>
@@ -430,11 +467,13 @@ __global__ void biasAddKernel(const T *x, const T *bias, T *out, int64_t rows,
 //===--- Column reductions -----------------------------------------------===//
 
 constexpr int kColTile = 32, kColLanes = 8;
+/// Columns per block of the packed (16-byte) column reduction.
+constexpr int kColPackTile = kColTile * kPack;
 
-/// Row chunks of a column reduction: enough blocks for every
-/// multiprocessor, at least 32 rows each.
-int64_t columnChunks(int64_t rows, int64_t n) {
-  int64_t colBlocks = (n + kColTile - 1) / kColTile;
+/// Row chunks of a column reduction over `tile`-column blocks: enough
+/// blocks for every multiprocessor, at least 32 rows each.
+int64_t columnChunks(int64_t rows, int64_t n, int64_t tile = kColTile) {
+  int64_t colBlocks = (n + tile - 1) / tile;
   int64_t want = (4 * 132 + colBlocks - 1) / colBlocks;
   int64_t most = (rows + 31) / 32;
   int64_t chunks = want < most ? want : most;
@@ -479,6 +518,54 @@ __global__ void columnPartialsKernel(float *partials, int64_t rows, int64_t n,
   }
 }
 
+/// The packed form: each thread sums 8 adjacent columns read as 16-byte
+/// packs (a warp covers 256 columns of a row), g.pack(row, col, v[NV][8]).
+template <int NV, typename G>
+__global__ void columnPartialsPackedKernel(float *partials, int64_t rows,
+                                           int64_t n, int64_t perChunk, G g) {
+  __shared__ float acc[NV][kColLanes][kColPackTile];
+  int64_t c = (int64_t(blockIdx.x) * kColTile + threadIdx.x) * kPack;
+  int64_t chunk = blockIdx.y;
+  int64_t begin = chunk * perChunk;
+  int64_t end = begin + perChunk < rows ? begin + perChunk : rows;
+  float sum[NV][kPack];
+#pragma unroll
+  for (int v = 0; v < NV; ++v)
+#pragma unroll
+    for (int e = 0; e < kPack; ++e)
+      sum[v][e] = 0.0f;
+  if (c < n)
+    for (int64_t r = begin + threadIdx.y; r < end; r += kColLanes) {
+      float v[NV][kPack];
+      g.pack(r, c, v);
+#pragma unroll
+      for (int j = 0; j < NV; ++j)
+#pragma unroll
+        for (int e = 0; e < kPack; ++e)
+          sum[j][e] += v[j][e];
+    }
+#pragma unroll
+  for (int v = 0; v < NV; ++v)
+#pragma unroll
+    for (int e = 0; e < kPack; ++e)
+      acc[v][threadIdx.y][threadIdx.x * kPack + e] = sum[v][e];
+  __syncthreads();
+  // Each thread of the block finishes one column of the tile, lanes in
+  // order.
+  int t = threadIdx.y * kColTile + threadIdx.x;
+  int64_t col = int64_t(blockIdx.x) * kColPackTile + t;
+  if (col < n) {
+    int64_t chunks = gridDim.y;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      float total = 0.0f;
+      for (int l = 0; l < kColLanes; ++l)
+        total += acc[v][l][t];
+      partials[(int64_t(v) * chunks + chunk) * n + col] = total;
+    }
+  }
+}
+
 /// dst_v[c] += sum over chunks of partials_v[chunk][c], chunks in order.
 template <typename T>
 __global__ void columnFinishKernel(const float *partials, int64_t chunks,
@@ -496,14 +583,22 @@ __global__ void columnFinishKernel(const float *partials, int64_t chunks,
   }
 }
 
+/// Packed when every row starts 16-byte aligned (n a multiple of 8, the
+/// functor's arrays aligned): see columnPartialsPackedKernel.
 template <int NV, typename G, typename TD>
 void columnReduce(int64_t rows, int64_t n, G g, TD *dst0, TD *dst1,
                   float *scratch, Stream s) {
-  int64_t chunks = columnChunks(rows, n);
+  bool packed = n % kPack == 0 && g.aligned();
+  int64_t tile = packed ? kColPackTile : kColTile;
+  int64_t chunks = columnChunks(rows, n, tile);
   int64_t per = (rows + chunks - 1) / chunks;
-  dim3 grid(unsigned((n + kColTile - 1) / kColTile), unsigned(chunks));
-  columnPartialsKernel<NV><<<grid, dim3(kColTile, kColLanes), 0, s>>>(
-      scratch, rows, n, per, g);
+  dim3 grid(unsigned((n + tile - 1) / tile), unsigned(chunks));
+  if (packed)
+    columnPartialsPackedKernel<NV><<<grid, dim3(kColTile, kColLanes), 0, s>>>(
+        scratch, rows, n, per, g);
+  else
+    columnPartialsKernel<NV><<<grid, dim3(kColTile, kColLanes), 0, s>>>(
+        scratch, rows, n, per, g);
   columnFinishKernel<<<gridFor(n), kThreads, 0, s>>>(scratch, chunks, n, dst0,
                                                      dst1);
 }
@@ -511,26 +606,52 @@ void columnReduce(int64_t rows, int64_t n, G g, TD *dst0, TD *dst1,
 template <typename T> struct ColumnOf {
   const T *x;
   int64_t n;
+  bool aligned() const { return aligned16(x); }
   __device__ void operator()(int64_t r, int64_t c, float (&v)[1]) const {
     v[0] = ld(x, r * n + c);
+  }
+  __device__ void pack(int64_t r, int64_t c, float (&v)[1][kPack]) const {
+    load8(x + r * n + c, v[0]);
   }
 };
 template <typename T> struct LayerNormColumns {
   const T *dy, *x;
   const float *mean, *rstd;
   int64_t n;
+  bool aligned() const { return aligned16(dy) && aligned16(x); }
   __device__ void operator()(int64_t r, int64_t c, float (&v)[2]) const {
     float d = ld(dy, r * n + c);
     v[0] = d * k::layerNormNormalized(ld(x, r * n + c), mean[r], rstd[r]);
     v[1] = d;
+  }
+  __device__ void pack(int64_t r, int64_t c, float (&v)[2][kPack]) const {
+    float d[kPack], xs[kPack];
+    load8(dy + r * n + c, d);
+    load8(x + r * n + c, xs);
+    float mu = mean[r], rs = rstd[r];
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) {
+      v[0][e] = d[e] * k::layerNormNormalized(xs[e], mu, rs);
+      v[1][e] = d[e];
+    }
   }
 };
 template <typename T> struct RmsNormColumns {
   const T *dy, *x;
   const float *rstd;
   int64_t n;
+  bool aligned() const { return aligned16(dy) && aligned16(x); }
   __device__ void operator()(int64_t r, int64_t c, float (&v)[1]) const {
     v[0] = k::rmsNormWeightGrad(ld(dy, r * n + c), ld(x, r * n + c), rstd[r]);
+  }
+  __device__ void pack(int64_t r, int64_t c, float (&v)[1][kPack]) const {
+    float d[kPack], xs[kPack];
+    load8(dy + r * n + c, d);
+    load8(x + r * n + c, xs);
+    float rs = rstd[r];
+#pragma unroll
+    for (int e = 0; e < kPack; ++e)
+      v[0][e] = k::rmsNormWeightGrad(d[e], xs[e], rs);
   }
 };
 
@@ -812,7 +933,8 @@ __global__ void crossEntropyFwdBwdKernel(const float *logits, int64_t ldLogits,
                                          const int32_t *targets,
                                          int64_t vocab, float *lse,
                                          double *rowLoss, bf16 *dlogits,
-                                         int64_t ldGrad, float scale) {
+                                         int64_t ldGrad, float scale,
+                                         bool zeroPadding) {
   __shared__ float sharedMax[32], sharedSum[32];
   int64_t r = blockIdx.x;
   const float *xr = logits + r * ldLogits;
@@ -830,6 +952,50 @@ __global__ void crossEntropyFwdBwdKernel(const float *logits, int64_t ldLogits,
     dr[j] = k::floatToBf16(inShard && j == t ? k::crossEntropyTargetGrad(g, scale)
                                              : g);
   }
+  if (zeroPadding)
+    for (int64_t j = vocab + threadIdx.x; j < ldGrad; j += blockDim.x)
+      dr[j] = 0;
+}
+
+/// crossEntropyFwdBwdKernel with the row held in shared memory (rows up
+/// to kCeSharedFloats): the logits are read from device memory once.
+constexpr int64_t kCeSharedFloats = 54 * 1024;
+constexpr int kCeSharedThreads = 1024;
+__global__ void __launch_bounds__(kCeSharedThreads)
+    crossEntropySharedKernel(const float *logits, int64_t ldLogits,
+                             const int32_t *targets, int64_t vocab,
+                             float *lse, double *rowLoss, bf16 *dlogits,
+                             int64_t ldGrad, float scale, bool zeroPadding,
+                             bool vec) {
+  extern __shared__ __align__(16) float row[];
+  __shared__ float sharedMax[32], sharedSum[32];
+  int64_t r = blockIdx.x;
+  const float *xr = logits + r * ldLogits;
+  if (vec)
+    for (int64_t p = threadIdx.x; p < vocab / 4; p += blockDim.x)
+      reinterpret_cast<float4 *>(row)[p] =
+          reinterpret_cast<const float4 *>(xr)[p];
+  for (int64_t j = (vec ? vocab / 4 * 4 : 0) + threadIdx.x; j < vocab;
+       j += blockDim.x)
+    row[j] = xr[j];
+  __syncthreads();
+  float l = rowLogSumExp(row, vocab, sharedMax, sharedSum);
+  int64_t t = targets[r];
+  bool inShard = k::targetInShard(t, 0, vocab);
+  if (threadIdx.x == 0) {
+    if (lse)
+      lse[r] = l;
+    rowLoss[r] = inShard ? k::crossEntropyRowLoss(l, row[t]) : 0.0;
+  }
+  bf16 *dr = dlogits + r * ldGrad;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    float g = k::crossEntropyGrad(expf(row[j] - l), scale);
+    dr[j] = k::floatToBf16(inShard && j == t ? k::crossEntropyTargetGrad(g, scale)
+                                             : g);
+  }
+  if (zeroPadding)
+    for (int64_t j = vocab + threadIdx.x; j < ldGrad; j += blockDim.x)
+      dr[j] = 0;
 }
 
 /// loss = mean of rowLoss: one block sums fixed strided partials, then
@@ -1206,9 +1372,33 @@ void transpose(const void *x, void *out, Elem t, int rank, const int64_t *dims,
       rows.strideOf[i] = inStride[perm[i]];
     }
     int64_t chunksPerRow = rowBytes / 16, chunks = n * int64_t(elem) / 16;
+    const uint4 *src = static_cast<const uint4 *>(x);
+    uint4 *dst = static_cast<uint4 *>(out);
+    if (chunks < (int64_t(1) << 31) && rows.rank >= 1 && rows.rank <= 4) {
+      int blocks = gridFor((chunks + 1) / 2);
+      uint32_t c32 = uint32_t(chunks), per = uint32_t(chunksPerRow);
+      switch (rows.rank) {
+      case 1:
+        transposeRows32Kernel<1><<<blocks, kThreads, 0, s>>>(src, dst, c32,
+                                                             per, rows);
+        break;
+      case 2:
+        transposeRows32Kernel<2><<<blocks, kThreads, 0, s>>>(src, dst, c32,
+                                                             per, rows);
+        break;
+      case 3:
+        transposeRows32Kernel<3><<<blocks, kThreads, 0, s>>>(src, dst, c32,
+                                                             per, rows);
+        break;
+      default:
+        transposeRows32Kernel<4><<<blocks, kThreads, 0, s>>>(src, dst, c32,
+                                                             per, rows);
+        break;
+      }
+      return;
+    }
     transposeRowsKernel<<<gridFor(chunks), kThreads, 0, s>>>(
-        static_cast<const uint4 *>(x), static_cast<uint4 *>(out), chunks,
-        chunksPerRow, rows);
+        src, dst, chunks, chunksPerRow, rows);
     return;
   }
   TransposeShape shape{};
@@ -1292,7 +1482,9 @@ void biasAdd(const void *x, const void *bias, void *out, Elem t, int64_t rows,
 }
 
 size_t columnScratchBytes(int64_t rows, int64_t n) {
-  return 2 * sizeof(float) * size_t(columnChunks(rows, n)) * size_t(n);
+  int64_t chunks = std::max(columnChunks(rows, n, kColTile),
+                            columnChunks(rows, n, kColPackTile));
+  return 2 * sizeof(float) * size_t(chunks) * size_t(n);
 }
 
 void biasGrad(const void *dout, Elem tdout, void *dbias, Elem tbias,
@@ -1454,9 +1646,26 @@ void crossEntropyFwdBwd(const float *logits, int64_t ldLogits,
                         const int32_t *targets, int64_t rows, int64_t vocab,
                         float *lse, float *loss, double *scratch,
                         uint16_t *dlogits, int64_t ldGrad, float scale,
-                        Stream s) {
-  crossEntropyFwdBwdKernel<<<unsigned(rows), kRowThreads, 0, s>>>(
-      logits, ldLogits, targets, vocab, lse, scratch, dlogits, ldGrad, scale);
+                        bool zeroPadding, Stream s) {
+  if (vocab <= kCeSharedFloats) {
+    size_t shared = sizeof(float) * size_t(vocab);
+    static bool raised = false;
+    if (!raised) {
+      check(cudaFuncSetAttribute(crossEntropySharedKernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(sizeof(float) * kCeSharedFloats)),
+            "raising the loss kernel's shared-memory limit");
+      raised = true;
+    }
+    bool vec = aligned16(logits) && ldLogits % 4 == 0;
+    crossEntropySharedKernel<<<unsigned(rows), kCeSharedThreads, shared, s>>>(
+        logits, ldLogits, targets, vocab, lse, scratch, dlogits, ldGrad, scale,
+        zeroPadding, vec);
+  } else {
+    crossEntropyFwdBwdKernel<<<unsigned(rows), kRowThreads, 0, s>>>(
+        logits, ldLogits, targets, vocab, lse, scratch, dlogits, ldGrad, scale,
+        zeroPadding);
+  }
   meanLossKernel<<<1, 1024, 0, s>>>(scratch, rows, loss);
 }
 void crossEntropyBwd(const float *logits, const int32_t *targets,

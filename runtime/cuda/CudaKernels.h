@@ -142,12 +142,13 @@ void crossEntropyFwd(const float *logits, const int32_t *targets, int64_t rows,
 /// gradient stored as bf16 (`dlogits`): for a backward whose float32
 /// gradient is only ever narrowed (the logits' bf16 cast).
 /// Rows of logits and dlogits are `ldLogits` / `ldGrad` elements apart
-/// (padded rows for aligned matmuls).
+/// (padded rows for aligned matmuls); `zeroPadding` writes zeros into the
+/// gradient's columns past `vocab`.
 void crossEntropyFwdBwd(const float *logits, int64_t ldLogits,
                         const int32_t *targets, int64_t rows, int64_t vocab,
                         float *lse, float *loss, double *scratch,
                         uint16_t *dlogits, int64_t ldGrad, float scale,
-                        Stream s);
+                        bool zeroPadding, Stream s);
 void crossEntropyBwd(const float *logits, const int32_t *targets,
                      const float *lse, float *dlogits, int64_t rows,
                      int64_t vocab, float scale, Stream s);

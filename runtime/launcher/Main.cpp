@@ -452,7 +452,8 @@ int run(const Options &opt, std::shared_ptr<CommBackend> comms) {
       for (const RankProgram &rp : program.ranks) {
         std::printf("rank %u:\n%s", rp.rank,
                     cuda::describeCudaBinding(
-                        rp, cuda::planCudaBinding(rp, cuda::BindOptions()))
+                        rp, cuda::planCudaBinding(
+                                rp, cuda::bindOptionsFromEnvironment()))
                         .c_str());
         break;
       }

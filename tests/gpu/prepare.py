@@ -160,14 +160,15 @@ def bf16_bound(stage, name, spec_path, extra, init, tokens):
     alt_env = dict(os.environ, STRATA_BF16_STAGE="1", STRATA_BF16_GEMM="0")
     alt = stage.cpu_log(name + ".alt", spec_path, extra, init, tokens,
                         env=alt_env)
-    worst = 0.0
+    worst = {"loss": 0.0, "grad_norm": 0.0}
     with open(stage.path("cases", base)) as a, \
             open(stage.path("cases", alt)) as b:
         for la, lb in zip(a, b):
             ra, rb = json.loads(la), json.loads(lb)
             if "step" in ra:
-                worst = max(worst, abs(ra["loss"] - rb["loss"]) /
-                            max(abs(ra["loss"]), abs(rb["loss"])))
+                for f in worst:
+                    worst[f] = max(worst[f], abs(ra[f] - rb[f]) /
+                                   max(abs(ra[f]), abs(rb[f])))
     return base, worst
 
 

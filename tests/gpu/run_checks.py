@@ -16,12 +16,18 @@ Bounds:
   bf16 CUDA vs CPU bf16: prepare.py measured, on the CPU, how far two valid
     bf16 runs of the same case drift apart per step (bf16 kernel forms vs
     float32 kernels on staged copies, oneDNN's bf16 GEMM vs widened
-    float32 GEMMs): the spread. The CUDA run rounds differently again
-    (cuBLASLt's accumulation order, P and dS rounded to bf16 inside the
-    tensor-core attention, GELU in the GEMM epilogue before rounding), so
-    it may differ by 3x that spread, and never less than 2e-3.
-  plans on one GPU vs one CUDA rank: fp32 1e-4; bf16 1e-3 for the loss and
-    5e-3 for tp's grad_norm (the CPU bf16 suite's bounds).
+    float32 GEMMs), for the loss and the gradient norm: the spread (bf16
+    training at these learning rates is chaotic: the CPU's two variants
+    differ by up to 5% in grad_norm by step 5). The CUDA run rounds
+    differently again (cuBLASLt's accumulation order, P and dS rounded to
+    bf16 inside the tensor-core attention, GELU and bias in the GEMM
+    epilogue before rounding), so it may differ by 3x that spread (never
+    less than 2e-3 for the loss, 1e-2 for the gradient norm); fused vs
+    unfused CUDA likewise.
+  plans on one GPU vs one CUDA rank: fp32 1e-4; bf16 with fusion off on
+    both sides (the same kernels) 1e-3 for the loss and the gradient norm,
+    5e-3 for tp's gradient norm (the CPU bf16 suite's bounds); bf16 fused
+    at the bounds above (a stage or shard fuses what its part allows).
   graphs on vs off, resume vs one run: bit for bit.
 """
 
@@ -161,15 +167,18 @@ def check_cases(out, env, manifest, do_plans):
             row(name, "one rank vs CPU", False,
                 f"rc {rc}: {text.strip()[-500:]}")
             continue
+        spread = case.get("cpu_bf16_spread") or {}
+        bounds = {"loss": max(3 * spread.get("loss", 0), 2e-3),
+                  "grad_norm": max(3 * spread.get("grad_norm", 0), 1e-2)}
         if bf16:
-            bound = max(3 * case["cpu_bf16_spread"], 2e-3)
             wl, _ = worst_rel(got, cpu, "loss")
             wg, _ = worst_rel(got, cpu, "grad_norm")
-            row(name, "one rank vs CPU bf16", wl <= bound,
-                f"loss {wl:.2e}, grad_norm {wg:.2e} (bound {bound:.2e} = "
-                f"max(3 x CPU spread {case['cpu_bf16_spread']:.2e}, 2e-3); "
-                f"final loss {got[max(got)]['loss']:.4f} vs "
-                f"{cpu[max(cpu)]['loss']:.4f})")
+            row(name, "one rank vs CPU bf16",
+                wl <= bounds["loss"] and wg <= bounds["grad_norm"],
+                f"loss {wl:.2e} (<= {bounds['loss']:.2e}), grad_norm "
+                f"{wg:.2e} (<= {bounds['grad_norm']:.2e}); bounds: 3 x the "
+                f"CPU's own bf16 spread; final loss "
+                f"{got[max(got)]['loss']:.4f} vs {cpu[max(cpu)]['loss']:.4f}")
         else:
             wl, _ = worst_rel(got, cpu, "loss")
             wg, _ = worst_rel(got, cpu, "grad_norm")
@@ -190,8 +199,12 @@ def check_cases(out, env, manifest, do_plans):
             rc, text, _ = launch(None, case, case["exe"], nofuse, e3)
             nf = read_log(nofuse)
             wl, _ = worst_rel(nf, got, "loss")
-            row(name, "unfused vs fused", rc == 0 and wl <= 2e-3,
-                f"loss {wl:.2e}" if rc == 0 else text.strip()[-300:])
+            wg, _ = worst_rel(nf, got, "grad_norm")
+            row(name, "unfused vs fused",
+                rc == 0 and wl <= bounds["loss"] and
+                wg <= bounds["grad_norm"],
+                f"loss {wl:.2e}, grad_norm {wg:.2e}" if rc == 0
+                else text.strip()[-300:])
         if case.get("resume"):
             run_dir = f"{out}/{name}.run"
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -209,26 +222,47 @@ def check_cases(out, env, manifest, do_plans):
             row(name, "resume at 6 == one run (bitwise)", same,
                 "steps 7-10 identical" if same else
                 f"rc {rc1}/{rc2} steps {sorted(r)} {(t1 + t2).strip()[-300:]}")
-        if not do_plans:
+        if not do_plans or not case["plans"]:
             continue
+        # The parallel plans run the same kernels as one rank only unfused
+        # (a pipeline stage or a tp shard fuses what its part of the program
+        # allows): unfused plans vs unfused one rank at the CPU suite's
+        # bounds; fused plans vs fused one rank at the bf16 bounds above.
+        unfused_env = dict(env, STRATA_CUDA_FUSE="0")
+        base_unfused = got
+        if bf16:
+            one_nf = f"{out}/{name}.cuda-nofuse.jsonl"
+            launch(None, case, case["exe"], one_nf, unfused_env)
+            base_unfused = read_log(one_nf)
         for plan in case["plans"]:
             if not have_mpi:
                 row(name, plan["label"], None, "no mpirun on this machine")
                 continue
-            log = f"{out}/{name}.{plan['label']}.jsonl"
-            rc, text, secs = launch(None, case, plan["exe"], log, env,
-                                    ranks=plan["ranks"])
-            p = read_log(log)
-            if rc != 0 or not p:
-                row(name, plan["label"], False,
-                    f"rc {rc}: {text.strip()[-400:]}")
-                continue
-            lt = 1e-3 if bf16 else 1e-4
-            gt = (5e-3 if "tp" in plan["label"] else 1e-3) if bf16 else 1e-4
-            wl, _ = worst_rel(p, got, "loss")
-            wg, _ = worst_rel(p, got, "grad_norm")
-            row(name, f"{plan['label']} vs one rank", wl <= lt and wg <= gt,
-                f"loss {wl:.2e} (<= {lt:g}), grad_norm {wg:.2e} (<= {gt:g})")
+            variants = [("", env, got)]
+            if bf16:
+                variants = [(" unfused", unfused_env, base_unfused),
+                            (" fused", env, got)]
+            for tag, venv, base in variants:
+                log = f"{out}/{name}.{plan['label']}{tag.strip()}.jsonl"
+                rc, text, secs = launch(None, case, plan["exe"], log, venv,
+                                        ranks=plan["ranks"])
+                p = read_log(log)
+                if rc != 0 or not p:
+                    row(name, plan["label"] + tag, False,
+                        f"rc {rc}: {text.strip()[-400:]}")
+                    continue
+                if not bf16:
+                    lt = gt = 1e-4
+                elif tag == " unfused":
+                    lt, gt = 1e-3, 5e-3 if "tp" in plan["label"] else 1e-3
+                else:
+                    lt, gt = bounds["loss"], bounds["grad_norm"]
+                wl, _ = worst_rel(p, base, "loss")
+                wg, _ = worst_rel(p, base, "grad_norm")
+                row(name, f"{plan['label']}{tag} vs one rank",
+                    wl <= lt and wg <= gt,
+                    f"loss {wl:.2e} (<= {lt:.1e}), grad_norm {wg:.2e} "
+                    f"(<= {gt:.1e})")
 
 
 def bench(out, env, manifest, peer, steps=12):

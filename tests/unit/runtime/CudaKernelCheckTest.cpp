@@ -294,6 +294,49 @@ TEST(CudaKernels, EmbeddingGradientMatchesTheCpuBitForBit) {
   EXPECT_EQ(dtable.host(), want);
 }
 
+// The loss and its gradient in one pass, the row in shared memory (GPT-2's
+// vocabulary) and not (a wider one), on padded rows.
+TEST(CudaKernels, CrossEntropyForwardBackwardMatchesTheCpu) {
+  STRATA_NEED_GPU();
+  for (int64_t vocab : {int64_t(50257), int64_t(60001)}) {
+    int64_t rows = 48, ld = (vocab + 7) / 8 * 8;
+    auto logits = randomFloats(size_t(rows * vocab), 61, 2.0f);
+    std::vector<int32_t> targets(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      targets[size_t(r)] = int32_t((r * 7919) % vocab);
+    std::vector<float> lse(static_cast<size_t>(rows)),
+        grad(static_cast<size_t>(rows * vocab));
+    float scale = 1.0f / float(rows);
+    double loss = cpu::crossEntropyFwd(logits.data(), targets.data(), rows,
+                                       vocab, lse.data());
+    cpu::crossEntropyBwd(logits.data(), targets.data(), lse.data(),
+                         grad.data(), rows, vocab, scale);
+    std::vector<float> padded(size_t(rows * ld), 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab,
+                padded.begin() + r * ld);
+    DeviceArray<float> dl(padded), dlse(static_cast<size_t>(rows)),
+        dloss(1);
+    DeviceArray<int32_t> dt(targets);
+    DeviceArray<double> scratch(static_cast<size_t>(rows));
+    DeviceArray<bf16> dg(size_t(rows * ld), bf16(0x7fc0));
+    cuda::crossEntropyFwdBwd(dl.ptr, ld, dt.ptr, rows, vocab, dlse.ptr,
+                             dloss.ptr, scratch.ptr, dg.ptr, ld, scale, true,
+                             nullptr);
+    EXPECT_LT(relL2(dlse.host(), lse), 1e-6) << vocab;
+    EXPECT_NEAR(dloss.host()[0], loss, 1e-5 * loss) << vocab;
+    std::vector<bf16> got = dg.host();
+    std::vector<float> gotDense(size_t(rows * vocab));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < vocab; ++j)
+        gotDense[size_t(r * vocab + j)] = k::bf16ToFloat(got[size_t(r * ld + j)]);
+      for (int64_t j = vocab; j < ld; ++j)
+        EXPECT_EQ(got[size_t(r * ld + j)], 0) << "padding " << r << "," << j;
+    }
+    EXPECT_LT(relL2(gotDense, widen(toBf16(grad))), 1e-2) << vocab;
+  }
+}
+
 TEST(CudaKernels, BiasGradTwoStagesMatchTheCpu) {
   STRATA_NEED_GPU();
   int64_t rows = 8192, n = 2304;
