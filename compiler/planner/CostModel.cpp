@@ -173,6 +173,16 @@ double AnalyticalCostModel::overlappedCommTime(double comm,
   return std::max(comm, stretched) - compute;
 }
 
+double AnalyticalCostModel::crossEntropyTime(double logits, double e) const {
+  // Strata's CUDA runtime: one pass reads the float32 logits (twice, the
+  // second from L2 or shared memory) and writes the gradient, the 16-bit
+  // cast when the model trains in 16 bits (float32: in place).
+  if (m.strataRuntime && c.device.kind == "gpu")
+    return memoryBoundTime(logits * (4 + (e < 4 ? e : 4)));
+  return memoryBoundTime(logits * crossEntropyForwardBytes(e)) +
+         memoryBoundTime(logits * crossEntropyBackwardBytes(e));
+}
+
 double AnalyticalCostModel::memoryBoundTime(double bytes) const {
   double bw = c.device.memoryBandwidth * c.device.memoryEfficiency;
   // Ranks of one host run the same kernels at about the same time (SPMD):
@@ -675,8 +685,7 @@ StageCosts AnalyticalCostModel::stageCosts(const Plan &p) const {
                    memoryBoundTime(T * h / outside * 3 * e) +
                    gemmTime(T, V / t, h, 1) + gemmTime(T, h, V / t, 1) +
                    gemmTime(h, V / t, T, 1) +
-                   memoryBoundTime(T * V / t * crossEntropyForwardBytes(e)) +
-                   memoryBoundTime(T * V / t * crossEntropyBackwardBytes(e));
+                   crossEntropyTime(T * V / t, e);
   if (p.tp > 1) {
     sc.firstTpComm = allReduceTime(T * h * e, tpStride, p.tp);
     sc.lastTpComm = allReduceTime(T * h * e, tpStride, p.tp) +

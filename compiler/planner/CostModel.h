@@ -158,6 +158,9 @@ public:
   /// write 4 each) and sums (read 4): 36 + e; backward scales the saved
   /// softmax by the loss gradient (read and write 4) and casts back (read 4,
   /// write e): 12 + e.
+  /// The loss over `logits` elements of e-byte activations, forward and
+  /// backward, as the run's runtime does it (ModelDesc::strataRuntime).
+  double crossEntropyTime(double logits, double e) const;
   static double crossEntropyForwardBytes(double e) { return 36 + e; }
   static double crossEntropyBackwardBytes(double e) { return 12 + e; }
   /// Bytes per element of the reference RMSNorm run op by op (ModelDesc::

@@ -33,6 +33,7 @@ std::optional<ModelDesc> modelDescFromSpec(const frontend::ModelSpec &spec,
                                            const GraphCoster &costGraph) {
   ModelDesc d;
   d.name = spec.path;
+  d.strataRuntime = true;
   if (spec.gpt) {
     const frontend::GptConfig &g = *spec.gpt;
     d.kind = ModelDesc::Kind::Transformer;

@@ -104,6 +104,12 @@ struct ModelDesc {
   /// overlapping it bucket by bucket: DeepSpeed's pipeline engine reduces
   /// after the pipeline flush (its ReduceGrads instruction).
   bool gradientReductionAfterBackward = false;
+  /// The program runs on Strata's own runtime (a spec compiled by Strata),
+  /// not a framework being emulated for validation: on a GPU its loss is
+  /// one kernel that reads the float32 logits once and writes their
+  /// gradient (16-bit: the cast the head's backward reads), not separate
+  /// softmax, loss and gradient passes (runtime/cuda/CudaBindPlan.h).
+  bool strataRuntime = false;
   /// Biases on the attention and MLP projections.
   bool biases = true;
   /// A learned position table [seq_len, hidden] (rotary embeddings have none).

@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/calibrate/GpuProbe.h"
 #include "runtime/calibrate/ProbeFit.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Threads.h"
@@ -413,6 +414,10 @@ int main(int argc, char **argv) {
                "Run it as: mpirun -np N strata-calibrate-probe [--quick]",
                "strata-calibrate-probe"};
   ProbeOptions o;
+  bool gpu = false;
+  app.add_flag("--gpu", gpu,
+               "Measure this process's GPU instead (bf16 GEMMs, memory-bound "
+               "kernels, graph launches, attention); no MPI, one process");
   app.add_flag("--quick", o.quick,
                "Fewer shapes, sizes (up to 8 MiB) and repetitions: seconds "
                "instead of a minute");
@@ -425,6 +430,21 @@ int main(int argc, char **argv) {
                  "with --quick)")
       ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
+  if (gpu) {
+    try {
+      json result = probeGpu(o.quick);
+      result["kind"] = "gpu";
+      result["mode"] = o.quick ? "quick" : "full";
+      char host[256] = {0};
+      gethostname(host, sizeof(host) - 1);
+      result["host"] = host;
+      std::cout << result.dump(1) << "\n";
+      return 0;
+    } catch (const std::exception &e) {
+      std::cerr << "strata-calibrate-probe: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
   if (!mpi::launchedByMpiLauncher()) {
     std::cerr << "strata-calibrate-probe: error: start it with mpirun, e.g. "
                  "mpirun --oversubscribe -np 2 strata-calibrate-probe "

@@ -181,7 +181,8 @@ def main():
     m = st.manifest
     m["libs"] = carry_libraries(
         st, os.path.join(st.build, "bin", "strata-launcher"))
-    for binary in ("StrataCudaKernelTests", "strata-launcher"):
+    for binary in ("StrataCudaKernelTests", "strata-launcher",
+                   "strata-calibrate-probe"):
         shutil.copy2(os.path.join(st.build, "bin", binary), st.path("bin"))
     for f in ("run_checks.py",):
         shutil.copy2(os.path.join(HERE, f), st.path(f))

@@ -323,12 +323,34 @@ def profile(out, env, manifest):
         print("\n".join(text.splitlines()[i:i + 28]))
 
 
+def probe(out, env):
+    """`strata-calibrate-probe --gpu`: the GPU's rates as the planner reads
+    them (`strata calibrate --probe-json` turns the JSON into a spec)."""
+    rc, text, secs = sh([os.path.join(HERE, "bin", "strata-calibrate-probe"),
+                         "--gpu"], env, log=f"{out}/gpu-probe.txt")
+    try:
+        m = json.loads(text[text.index("{"):])
+        with open(f"{out}/gpu-probe.json", "w") as f:
+            json.dump(m, f, indent=1)
+        row("probe", "strata-calibrate-probe --gpu", True,
+            f"bf16 GEMM fit {m['gemm']['fit_peak_flops_per_s'] / 1e12:.0f} "
+            f"TFLOP/s (Khalf {m['gemm']['fit_depth_half']:.0f}), kernels "
+            f"{m['memory']['bytes_per_s'] / 1e9:.0f} GB/s, attention "
+            f"{m['attention']['forward_fraction']:.3f} / "
+            f"{m['attention']['backward_fraction']:.3f} of it, "
+            f"{secs:.0f} s")
+    except Exception as e:  # noqa: BLE001
+        row("probe", "strata-calibrate-probe --gpu", False,
+            f"rc {rc}: {e}; {text.strip()[-300:]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "gpu-check-out"))
     ap.add_argument("--peer", default="eager",
                     choices=["none", "eager", "compile", "both"])
-    ap.add_argument("--only", default="kernels,cases,plans,bench,profile")
+    ap.add_argument("--only",
+                    default="kernels,cases,plans,bench,profile,probe")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     only = set(a.only.split(","))
@@ -350,6 +372,8 @@ def main():
     results = bench(a.out, env, manifest, a.peer) if "bench" in only else []
     if "profile" in only:
         profile(a.out, env, manifest)
+    if "probe" in only:
+        probe(a.out, env)
     print(f"\n=== GPU check ({time.time() - t0:.0f} s) on {smi} ===")
     for g, n, status, d in ROWS:
         print(f"{status:4} {g:16} {n:44} {d[:160]}")

@@ -18,6 +18,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -25,6 +26,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <ctime>
 #include <memory>
@@ -41,6 +43,8 @@ struct CalibrateOptions {
   std::string mpirun = "mpirun";
   std::string probe;
   std::string keepJson;
+  std::string probeJson; ///< Measurements taken elsewhere (--probe-json).
+  bool gpu = false;      ///< Measure this machine's GPU (--gpu).
   int timeoutS = 900;
 };
 
@@ -247,6 +251,134 @@ std::string renderSpec(const Measured &m, const CalibrateOptions &opts,
   return os.str();
 }
 
+
+/// What `strata-calibrate-probe --gpu` measured.
+struct GpuMeasured {
+  std::string host, device, mode;
+  double computeUnits = 0, memoryBytes = 0;
+  double gemmPeak = 0, gemmDepthHalf = 0, gemmBest = 0, gemmF32 = 0;
+  std::vector<std::pair<int64_t, double>> gemmByDepth;
+  double memoryBandwidth = 0, copyBandwidth = 0;
+  std::vector<std::pair<std::string, double>> memoryKernels;
+  double kernelOverheadS = 0;
+  double attentionForward = 0, attentionBackward = 0;
+  std::vector<std::string> attentionShapes;
+};
+
+bool readGpuProbeJson(const llvm::json::Object &root, GpuMeasured &m,
+                      std::string &error) {
+  auto number = [&](const llvm::json::Object *o, llvm::StringRef key,
+                    double &out) {
+    std::optional<double> v = o ? o->getNumber(key) : std::nullopt;
+    if (!v || !(*v >= 0)) {
+      error = "the GPU probe's output has no number '" + key.str() + "'";
+      return false;
+    }
+    out = *v;
+    return true;
+  };
+  m.host = root.getString("host").value_or("unknown").str();
+  m.device = root.getString("device").value_or("GPU").str();
+  m.mode = root.getString("mode").value_or("full").str();
+  const llvm::json::Object *gemm = root.getObject("gemm");
+  const llvm::json::Object *memory = root.getObject("memory");
+  const llvm::json::Object *overhead = root.getObject("kernel_overhead");
+  const llvm::json::Object *attention = root.getObject("attention");
+  if (!number(&root, "compute_units", m.computeUnits) ||
+      !number(&root, "memory_bytes", m.memoryBytes) ||
+      !number(&root, "gemm_f32_flops_per_s", m.gemmF32) ||
+      !number(gemm, "fit_peak_flops_per_s", m.gemmPeak) ||
+      !number(gemm, "fit_depth_half", m.gemmDepthHalf) ||
+      !number(gemm, "best_flops_per_s", m.gemmBest) ||
+      !number(memory, "bytes_per_s", m.memoryBandwidth) ||
+      !number(memory, "copy_bytes_per_s", m.copyBandwidth) ||
+      !number(overhead, "seconds", m.kernelOverheadS) ||
+      !number(attention, "forward_fraction", m.attentionForward) ||
+      !number(attention, "backward_fraction", m.attentionBackward))
+    return false;
+  if (const llvm::json::Array *pts = gemm->getArray("points"))
+    for (const llvm::json::Value &p : *pts)
+      if (const llvm::json::Object *o = p.getAsObject())
+        m.gemmByDepth.push_back({o->getInteger("k").value_or(0),
+                                 o->getNumber("flops_per_s").value_or(0)});
+  if (const llvm::json::Array *ks = memory->getArray("kernels"))
+    for (const llvm::json::Value &k : *ks)
+      if (const llvm::json::Object *o = k.getAsObject())
+        m.memoryKernels.push_back({o->getString("kernel").value_or("?").str(),
+                                   o->getNumber("bytes_per_s").value_or(0)});
+  if (const llvm::json::Array *shapes = attention->getArray("shapes"))
+    for (const llvm::json::Value &v : *shapes)
+      if (const llvm::json::Object *o = v.getAsObject())
+        m.attentionShapes.push_back(llvm::formatv(
+            "b{0} h{1} s{2} d{3}: {4:F1} / {5:F1} TFLOP/s",
+            o->getInteger("batch").value_or(0),
+            o->getInteger("heads").value_or(0), o->getInteger("seq").value_or(0),
+            o->getInteger("head_dim").value_or(0),
+            o->getNumber("forward_flops_per_s").value_or(0) / 1e12,
+            o->getNumber("backward_flops_per_s").value_or(0) / 1e12));
+  if (!(m.gemmPeak > 0) || !(m.memoryBandwidth > 0) || !(m.computeUnits > 0) ||
+      !(m.attentionForward > 0) || !(m.attentionBackward > 0)) {
+    error = "the GPU probe measured no usable GEMM, memory or attention rate";
+    return false;
+  }
+  return true;
+}
+
+/// One GPU as the cost model sees it: the measured bf16 rate and its depth
+/// half as peak and efficiency 1, the runtime kernels' bandwidth, a graph
+/// launch's fixed cost and the attention kernels' fractions; collectives
+/// are not measured (one GPU): the single level is a placeholder.
+std::string renderGpuSpec(const GpuMeasured &m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  std::string name;
+  for (char c : m.device)
+    name += std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c))
+                                                         : '-';
+  os << "# Measured by `strata calibrate --gpu` on " << utcNow() << "\n"
+     << "# host " << m.host << ": " << m.device << ", "
+     << int64_t(m.computeUnits) << " SMs; " << m.mode << " probe.\n"
+     << "# How the measurements map onto these fields: docs/cluster-spec.md, "
+        "\"Calibration\".\n#\n"
+     << "# bf16 GEMM (cuBLASLt, M = N = 8192):";
+  for (auto &[k, r] : m.gemmByDepth)
+    os << llvm::format(" K=%lld %.1f", (long long)k, r / 1e12);
+  os << " TFLOP/s\n"
+     << llvm::format("#   fit R*K/(K+Khalf): R = %.1f TFLOP/s, Khalf = %.0f; "
+                     "float32 (no TF32) %.1f TFLOP/s\n",
+                     m.gemmPeak / 1e12, m.gemmDepthHalf, m.gemmF32 / 1e12)
+     << "# runtime bf16 kernels on 256 MiB tensors (cost-model byte counts):";
+  for (auto &[kernel, bw] : m.memoryKernels)
+    os << " " << kernel << llvm::format(" %.0f", bw / 1e9);
+  os << llvm::format(" GB/s; median taken (device copy %.0f GB/s)\n",
+                     m.copyBandwidth / 1e9)
+     << llvm::format("# a tiny kernel replayed in a CUDA graph: %.2f us\n",
+                     m.kernelOverheadS * 1e6)
+     << "# bf16 attention (Strata's FlashAttention, forward / backward):";
+  for (const std::string &shape : m.attentionShapes)
+    os << " [" << shape << "]";
+  os << "\n# one GPU: collectives were not measured; write your machine's "
+        "links into the topology\n"
+     << "name: calibrated-" << name << "\n"
+     << "device:\n"
+     << "  name: " << quoted(m.device) << "\n"
+     << "  kind: gpu\n"
+     << llvm::format("  memory: %.2f GiB\n", m.memoryBytes / double(1u << 30))
+     << llvm::format("  memory_bandwidth: %.3f GB/s\n", m.memoryBandwidth / 1e9)
+     << llvm::format("  peak_flops: {bfloat16: %.3f TFLOP/s, float16: %.3f "
+                     "TFLOP/s, float32: %.3f TFLOP/s}\n",
+                     m.gemmPeak / 1e12, m.gemmPeak / 1e12, m.gemmF32 / 1e12)
+     << llvm::format("  compute_units: %lld\n", (long long)m.computeUnits)
+     << llvm::format("  efficiency: {gemm: 1.0, gemm_depth_half: %.0f, "
+                     "memory: 1.0, kernel_overhead: %.4f us, attention: "
+                     "%.4f, attention_backward: %.4f}\n",
+                     m.gemmDepthHalf, m.kernelOverheadS * 1e6,
+                     m.attentionForward, m.attentionBackward)
+     << "topology:\n"
+     << "  - {name: nvlink, size: 1, bandwidth: 450 GB/s, latency: 3 us}\n";
+  return os.str();
+}
+
 int fail(const std::string &message) {
   llvm::errs() << "strata calibrate: error: " << message << "\n";
   return 1;
@@ -272,80 +404,163 @@ int runCalibrate(const CalibrateOptions &opts) {
   auto removeTmp =
       llvm::make_scope_exit([&] { llvm::sys::fs::remove(tmpOut); });
 
-  llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName(opts.mpirun);
-  if (!mpirun)
-    return fail("'" + opts.mpirun +
-                "' not found on PATH: calibration launches its probe with "
-                "MPI. Install OpenMPI (Debian: apt-get install openmpi-bin) "
-                "or pass --mpirun PATH");
-  std::string probe = findBesideStrata(opts.probe, "STRATA_CALIBRATE_PROBE",
-                                       "strata-calibrate-probe");
-  // A bare name is looked up on PATH, as mpirun would.
-  if (probe.find('/') == std::string::npos)
-    if (llvm::ErrorOr<std::string> onPath = llvm::sys::findProgramByName(probe))
-      probe = *onPath;
-  if (!llvm::sys::fs::can_execute(probe))
-    return fail("the calibration probe '" + probe +
-                "' is missing or not executable; build the "
-                "strata-calibrate-probe target or pass --probe PATH");
-
+  // The measurements: a file measured elsewhere (a GPU machine without
+  // this compiler), this machine's GPU, or MPI ranks on this machine.
+  std::string jsonText;
   llvm::SmallString<256> jsonPath;
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
-          "strata-calibrate", "json", jsonPath))
-    return fail("cannot create a temporary file for the probe's output (" +
-                ec.message() + ")");
   auto removeJson =
-      llvm::make_scope_exit([&] { llvm::sys::fs::remove(jsonPath); });
-
-  std::string np = std::to_string(opts.ranks);
-  std::vector<llvm::StringRef> args = {*mpirun, "--oversubscribe", "-np", np,
-                                       probe};
-  if (opts.quick)
-    args.push_back("--quick");
-  llvm::errs() << "strata calibrate: measuring with " << *mpirun
-               << " --oversubscribe -np " << np << " " << probe
-               << (opts.quick ? " --quick" : "")
-               << (opts.quick ? " (a few seconds)\n" : " (about a minute)\n");
-  std::optional<llvm::StringRef> redirects[] = {
-      llvm::StringRef(""), llvm::StringRef(jsonPath), std::nullopt};
-  std::string execError;
-  bool execFailed = false;
-  int rc = llvm::sys::ExecuteAndWait(*mpirun, args, std::nullopt, redirects,
-                                     opts.timeoutS, 0, &execError, &execFailed);
-  if (execFailed)
-    return fail("cannot run " + *mpirun + ": " + execError);
-  if (rc != 0) {
-    std::string hint;
-    if (rc == -2)
-      hint = "; it did not finish within --timeout " +
-             std::to_string(opts.timeoutS) + " s";
-    else if (geteuid() == 0 && !std::getenv("OMPI_ALLOW_RUN_AS_ROOT"))
-      hint = "; as root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 "
-             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment";
-    return fail("the calibration probe failed (mpirun exit status " +
-                std::to_string(rc) +
-                (execError.empty() ? "" : ": " + execError) + ")" + hint +
-                "; see the messages above");
+      llvm::make_scope_exit([&] {
+        if (!jsonPath.empty())
+          llvm::sys::fs::remove(jsonPath);
+      });
+  if (!opts.probeJson.empty()) {
+    llvm::sys::fs::file_status st;
+    if (llvm::sys::fs::status(opts.probeJson, st) ||
+        st.type() != llvm::sys::fs::file_type::regular_file)
+      return fail("--probe-json " + opts.probeJson +
+                  ": not a readable regular file");
+    if (st.getSize() > (16u << 20))
+      return fail("--probe-json " + opts.probeJson +
+                  ": larger than 16 MiB; not a probe's output");
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
+        llvm::MemoryBuffer::getFile(opts.probeJson);
+    if (!buf)
+      return fail("--probe-json " + opts.probeJson + ": " +
+                  buf.getError().message());
+    jsonText = (*buf)->getBuffer().str();
+  } else {
+    std::string probe = findBesideStrata(opts.probe, "STRATA_CALIBRATE_PROBE",
+                                         "strata-calibrate-probe");
+    // A bare name is looked up on PATH, as mpirun would.
+    if (probe.find('/') == std::string::npos)
+      if (llvm::ErrorOr<std::string> onPath =
+              llvm::sys::findProgramByName(probe))
+        probe = *onPath;
+    if (!llvm::sys::fs::can_execute(probe))
+      return fail("the calibration probe '" + probe +
+                  "' is missing or not executable; build the "
+                  "strata-calibrate-probe target or pass --probe PATH");
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+            "strata-calibrate", "json", jsonPath))
+      return fail("cannot create a temporary file for the probe's output (" +
+                  ec.message() + ")");
+    std::optional<llvm::StringRef> redirects[] = {
+        llvm::StringRef(""), llvm::StringRef(jsonPath), std::nullopt};
+    std::string execError;
+    bool execFailed = false;
+    int rc = 0;
+    std::string program;
+    if (opts.gpu) {
+      program = probe;
+      std::vector<llvm::StringRef> args = {probe, "--gpu"};
+      if (opts.quick)
+        args.push_back("--quick");
+      llvm::errs() << "strata calibrate: measuring this machine's GPU with "
+                   << probe << " --gpu" << (opts.quick ? " --quick" : "")
+                   << " (seconds)\n";
+      rc = llvm::sys::ExecuteAndWait(probe, args, std::nullopt, redirects,
+                                     opts.timeoutS, 0, &execError,
+                                     &execFailed);
+    } else {
+      llvm::ErrorOr<std::string> mpirun =
+          llvm::sys::findProgramByName(opts.mpirun);
+      if (!mpirun)
+        return fail("'" + opts.mpirun +
+                    "' not found on PATH: calibration launches its probe "
+                    "with MPI. Install OpenMPI (Debian: apt-get install "
+                    "openmpi-bin) or pass --mpirun PATH");
+      program = *mpirun;
+      std::string np = std::to_string(opts.ranks);
+      std::vector<llvm::StringRef> args = {*mpirun, "--oversubscribe", "-np",
+                                           np, probe};
+      if (opts.quick)
+        args.push_back("--quick");
+      llvm::errs() << "strata calibrate: measuring with " << *mpirun
+                   << " --oversubscribe -np " << np << " " << probe
+                   << (opts.quick ? " --quick" : "")
+                   << (opts.quick ? " (a few seconds)\n"
+                                  : " (about a minute)\n");
+      rc = llvm::sys::ExecuteAndWait(*mpirun, args, std::nullopt, redirects,
+                                     opts.timeoutS, 0, &execError,
+                                     &execFailed);
+    }
+    if (execFailed)
+      return fail("cannot run " + program + ": " + execError);
+    if (rc != 0) {
+      std::string hint;
+      if (rc == -2)
+        hint = "; it did not finish within --timeout " +
+               std::to_string(opts.timeoutS) + " s";
+      else if (!opts.gpu && geteuid() == 0 &&
+               !std::getenv("OMPI_ALLOW_RUN_AS_ROOT"))
+        hint = "; as root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 "
+               "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment";
+      return fail(std::string("the calibration probe failed (") +
+                  (opts.gpu ? "exit status " : "mpirun exit status ") +
+                  std::to_string(rc) +
+                  (execError.empty() ? "" : ": " + execError) + ")" + hint +
+                  "; see the messages above");
+    }
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
+        llvm::MemoryBuffer::getFile(jsonPath);
+    if (!buf)
+      return fail("cannot read the probe's output " + std::string(jsonPath));
+    jsonText = (*buf)->getBuffer().str();
   }
-
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
-      llvm::MemoryBuffer::getFile(jsonPath);
-  if (!buf)
-    return fail("cannot read the probe's output " + std::string(jsonPath));
-  Measured m;
-  std::string error;
-  if (!readProbeJson((*buf)->getBuffer(), m, error))
-    return fail(error);
-  if (m.ranks != opts.ranks)
-    return fail("the probe ran on " + std::to_string(m.ranks) +
-                " ranks, not --ranks " + np);
   if (!opts.keepJson.empty()) {
-    if (std::error_code ec = llvm::sys::fs::copy_file(jsonPath, opts.keepJson))
+    std::error_code ec;
+    llvm::raw_fd_ostream keep(opts.keepJson, ec);
+    if (!ec) {
+      keep << jsonText;
+      keep.close();
+      ec = keep.error();
+      keep.clear_error();
+    }
+    if (ec)
       return fail("--keep-json " + opts.keepJson + ": " + ec.message());
   }
-  std::string spec = renderSpec(m, opts, error);
-  if (spec.empty())
-    return fail(error);
+
+  std::string error, spec, summary;
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(jsonText);
+  const llvm::json::Object *root = parsed ? parsed->getAsObject() : nullptr;
+  if (!parsed)
+    llvm::consumeError(parsed.takeError());
+  if (root && root->getString("kind") == llvm::StringRef("gpu")) {
+    GpuMeasured g;
+    if (!readGpuProbeJson(*root, g, error))
+      return fail((opts.probeJson.empty() ? "" : "--probe-json " +
+                                                     opts.probeJson + ": ") +
+                  error);
+    spec = renderGpuSpec(g);
+    summary = llvm::formatv("{0}: bf16 GEMM {1:F1} TFLOP/s, kernels {2:F0} "
+                            "GB/s, attention {3:F3} / {4:F3} of peak",
+                            g.device, g.gemmPeak / 1e12,
+                            g.memoryBandwidth / 1e9, g.attentionForward,
+                            g.attentionBackward);
+  } else {
+    Measured m;
+    if (!readProbeJson(jsonText, m, error))
+      return fail((opts.probeJson.empty() ? "" : "--probe-json " +
+                                                     opts.probeJson + ": ") +
+                  error);
+    if (opts.probeJson.empty() && m.ranks != opts.ranks)
+      return fail("the probe ran on " + std::to_string(m.ranks) +
+                  " ranks, not --ranks " + std::to_string(opts.ranks));
+    spec = renderSpec(m, opts, error);
+    if (spec.empty())
+      return fail(error);
+    summary = std::to_string(m.ranks) + " rank" + (m.ranks == 1 ? "" : "s");
+    summary += llvm::formatv("; fp32 GEMM {0:F1} GFLOP/s per rank, "
+                             "elementwise {1:F1} GB/s",
+                             m.gemmPeak / 1e9, m.memoryBandwidth / 1e9)
+                   .str();
+    for (const CollectiveFit &f : m.collectives)
+      if (f.op == "all_reduce" && f.ranks == m.ranks)
+        summary += llvm::formatv(", all_reduce alpha {0:F1} us busbw "
+                                 "{1:F2} GB/s",
+                                 f.alphaS * 1e6, f.busBw / 1e9)
+                       .str();
+  }
   // What we write must be what `strata plan --cluster` accepts.
   std::vector<planner::PlannerDiag> diags;
   if (!planner::loadClusterSpec(opts.output, diags, &spec)) {
@@ -370,17 +585,7 @@ int runCalibrate(const CalibrateOptions &opts) {
   if (std::error_code ec = llvm::sys::fs::rename(tmpOut, opts.output))
     return fail("-o " + opts.output + ": cannot replace it (" + ec.message() +
                 ")");
-  llvm::outs() << "wrote " << opts.output << " (" << m.ranks << " rank"
-               << (m.ranks == 1 ? "" : "s")
-               << llvm::format(
-                      "; fp32 GEMM %.1f GFLOP/s per rank, elementwise %.1f "
-                      "GB/s",
-                      m.gemmPeak / 1e9, m.memoryBandwidth / 1e9);
-  for (const CollectiveFit &f : m.collectives)
-    if (f.op == "all_reduce" && f.ranks == m.ranks)
-      llvm::outs() << llvm::format(", all_reduce alpha %.1f us busbw %.2f GB/s",
-                                   f.alphaS * 1e6, f.busBw / 1e9);
-  llvm::outs() << ")\n";
+  llvm::outs() << "wrote " << opts.output << " (" << summary << ")\n";
   return 0;
 }
 
@@ -390,8 +595,8 @@ void strata::addCalibrateSubcommand(CLI::App &app) {
   auto opts = std::make_shared<CalibrateOptions>();
   CLI::App *cmd = app.add_subcommand(
       "calibrate",
-      "Measure this machine (GEMM rate, memory bandwidth, MPI collectives) "
-      "and write a cluster spec for --cluster");
+      "Measure this machine (GEMM rate, memory bandwidth, MPI collectives; "
+      "or its GPU with --gpu) and write a cluster spec for --cluster");
   cmd->add_option("--ranks", opts->ranks,
                   "MPI ranks to measure with (the N of local:N)")
       ->capture_default_str()
@@ -407,6 +612,14 @@ void strata::addCalibrateSubcommand(CLI::App &app) {
                   "strata, or $STRATA_CALIBRATE_PROBE)");
   cmd->add_option("--keep-json", opts->keepJson,
                   "Also keep the probe's raw measurements (JSON) here");
+  cmd->add_flag("--gpu", opts->gpu,
+                "Measure this machine's GPU (bf16 GEMMs, the runtime's "
+                "memory-bound kernels, CUDA-graph launches, attention) "
+                "instead of MPI ranks");
+  cmd->add_option("--probe-json", opts->probeJson,
+                  "Write the spec from measurements taken elsewhere "
+                  "(`strata-calibrate-probe --gpu > FILE` on a GPU machine, "
+                  "or --keep-json) instead of measuring");
   cmd->add_option("--timeout", opts->timeoutS,
                   "Seconds to wait for the probe before giving up")
       ->capture_default_str()
