@@ -792,6 +792,161 @@ __global__ void layerNormBwdRowKernel(const T *dy, const T *x, const T *gamma,
                                meanD, meanDX));
 }
 
+/// Warp-per-row layer norms for rows of up to 32·P 16-byte packs (n ≤
+/// 256·P, a multiple of 8): the row lives in registers, so each operand is
+/// read from device memory once.
+constexpr int kWarpRowMaxPacks = 4; // rows up to 1024 elements
+
+template <typename T, int P>
+__global__ void layerNormFwdWarpKernel(const T *x, const T *gamma,
+                                       const T *beta, T *out, float *mean,
+                                       float *rstd, int64_t rows, int64_t n,
+                                       float eps, const T *residual, T *sum) {
+  const int lane = threadIdx.x % 32;
+  const int64_t packs = n / kPack;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    float v[P][kPack];
+    float acc = 0;
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      int64_t p = lane + 32 * j;
+      if (p >= packs)
+        continue;
+      load8(x + r * n + p * kPack, v[j]);
+      if (residual) {
+        float b[kPack];
+        load8(residual + r * n + p * kPack, b);
+#pragma unroll
+        for (int e = 0; e < kPack; ++e)
+          v[j][e] += b[e];
+        store8(sum + r * n + p * kPack, v[j]);
+        // The norm reads the sum as stored (rounded to T), as the unfused
+        // add then layernorm_fwd would.
+        load8(sum + r * n + p * kPack, v[j]);
+      }
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        acc += v[j][e];
+    }
+    for (int off = 16; off > 0; off /= 2)
+      acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    float mu = acc / float(n);
+    acc = 0;
+#pragma unroll
+    for (int j = 0; j < P; ++j)
+      if (lane + 32 * j < packs)
+#pragma unroll
+        for (int e = 0; e < kPack; ++e)
+          acc += (v[j][e] - mu) * (v[j][e] - mu);
+    for (int off = 16; off > 0; off /= 2)
+      acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    float rs = k::layerNormRstd(acc, n, eps);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      int64_t p = lane + 32 * j;
+      if (p >= packs)
+        continue;
+      float g[kPack], b[kPack];
+      load8(gamma + p * kPack, g);
+      load8(beta + p * kPack, b);
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        v[j][e] = k::layerNormForward(v[j][e], mu, rs, g[e], b[e]);
+      store8(out + r * n + p * kPack, v[j]);
+    }
+    if (lane == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+  }
+}
+
+/// The whole layer-norm backward in one pass: warp w takes rows
+/// [w·per, (w+1)·per), writes their dx, and sums its rows' dgamma and dbeta
+/// contributions in registers into partials[(v·warps + w)·n + c] for
+/// columnFinishKernel (the warps in order: deterministic).
+template <typename T, int P>
+__global__ void layerNormBwdWarpKernel(const T *dy, const T *x, const T *gamma,
+                                       const float *mean, const float *rstd,
+                                       T *dx, int64_t rows, int64_t n,
+                                       int64_t perWarp, int64_t warps,
+                                       float *partials) {
+  const int lane = threadIdx.x % 32;
+  const int64_t w = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (w >= warps)
+    return;
+  const int64_t packs = n / kPack;
+  float g[P][kPack], accG[P][kPack], accB[P][kPack];
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    int64_t p = lane + 32 * j;
+#pragma unroll
+    for (int e = 0; e < kPack; ++e)
+      accG[j][e] = accB[j][e] = 0.0f;
+    if (p < packs)
+      load8(gamma + p * kPack, g[j]);
+  }
+  int64_t end = (w + 1) * perWarp < rows ? (w + 1) * perWarp : rows;
+  for (int64_t r = w * perWarp; r < end; ++r) {
+    float d[P][kPack], xh[P][kPack];
+    float mu = mean[r], rs = rstd[r], sumD = 0, sumDX = 0;
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      int64_t p = lane + 32 * j;
+      if (p >= packs)
+        continue;
+      load8(dy + r * n + p * kPack, d[j]);
+      load8(x + r * n + p * kPack, xh[j]);
+#pragma unroll
+      for (int e = 0; e < kPack; ++e) {
+        xh[j][e] = k::layerNormNormalized(xh[j][e], mu, rs);
+        float dd = d[j][e] * g[j][e];
+        sumD += dd;
+        sumDX += dd * xh[j][e];
+        accG[j][e] += d[j][e] * xh[j][e];
+        accB[j][e] += d[j][e];
+      }
+    }
+    for (int off = 16; off > 0; off /= 2) {
+      sumD += __shfl_xor_sync(0xffffffffu, sumD, off);
+      sumDX += __shfl_xor_sync(0xffffffffu, sumDX, off);
+    }
+    float meanD = sumD / float(n), meanDX = sumDX / float(n);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      int64_t p = lane + 32 * j;
+      if (p >= packs)
+        continue;
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        d[j][e] = k::layerNormInputGrad(d[j][e], g[j][e], xh[j][e], rs, meanD,
+                                        meanDX);
+      store8(dx + r * n + p * kPack, d[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    int64_t p = lane + 32 * j;
+    if (p >= packs)
+      continue;
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) {
+      partials[w * n + p * kPack + e] = accG[j][e];
+      partials[(warps + w) * n + p * kPack + e] = accB[j][e];
+    }
+  }
+}
+
+/// Warps of the one-pass layer-norm backward: up to 1024, at least 4 rows
+/// each (the partials stay small beside the gradients they sum).
+int64_t layerNormWarps(int64_t rows) {
+  int64_t warps = std::min<int64_t>(1024, (rows + 3) / 4);
+  int64_t per = (rows + warps - 1) / warps;
+  return (rows + per - 1) / per;
+}
+
 template <typename T>
 __global__ void rmsNormFwdKernel(const T *x, const T *weight, T *out,
                                  float *rstd, int64_t n, float eps, bool vec) {
@@ -1482,8 +1637,9 @@ void biasAdd(const void *x, const void *bias, void *out, Elem t, int64_t rows,
 }
 
 size_t columnScratchBytes(int64_t rows, int64_t n) {
-  int64_t chunks = std::max(columnChunks(rows, n, kColTile),
-                            columnChunks(rows, n, kColPackTile));
+  int64_t chunks = std::max({columnChunks(rows, n, kColTile),
+                             columnChunks(rows, n, kColPackTile),
+                             layerNormWarps(rows)});
   return 2 * sizeof(float) * size_t(chunks) * size_t(n);
 }
 
@@ -1559,6 +1715,28 @@ void layerNormFwd(const void *x, const void *gamma, const void *beta,
   bool vec = n % kPack == 0 && aligned16(x) && aligned16(gamma) &&
              aligned16(beta) && aligned16(out) &&
              (!residual || (aligned16(residual) && aligned16(sum)));
+  if (vec && n <= 32 * kPack * kWarpRowMaxPacks) {
+    int64_t packsPerLane = (n / kPack + 31) / 32;
+    int blocks = int(std::min<int64_t>((rows + 7) / 8, 65535));
+    dispatch(t, [&](auto tag) {
+      auto launch = [&](auto kernel) {
+        kernel<<<blocks, 256, 0, s>>>(as(x, tag), as(gamma, tag),
+                                      as(beta, tag), as(out, tag), mean, rstd,
+                                      rows, n, eps, as(residual, tag),
+                                      as(sum, tag));
+      };
+      using T = std::remove_pointer_t<decltype(tag)>;
+      if (packsPerLane <= 1)
+        launch(layerNormFwdWarpKernel<T, 1>);
+      else if (packsPerLane <= 2)
+        launch(layerNormFwdWarpKernel<T, 2>);
+      else if (packsPerLane <= 3)
+        launch(layerNormFwdWarpKernel<T, 3>);
+      else
+        launch(layerNormFwdWarpKernel<T, 4>);
+    });
+    return;
+  }
   dispatch(t, [&](auto tag) {
     layerNormFwdKernel<<<unsigned(rows), rowThreads(n, vec), 0, s>>>(
         as(x, tag), as(gamma, tag), as(beta, tag), as(out, tag), mean, rstd, n,
@@ -1571,6 +1749,36 @@ void layerNormBwd(const void *dy, const void *x, const void *gamma,
                   float *scratch, Stream s) {
   if (rows <= 0)
     return;
+  bool vec = n % kPack == 0 && aligned16(dy) && aligned16(x) &&
+             aligned16(gamma) && aligned16(dx);
+  if (vec && n <= 32 * kPack * kWarpRowMaxPacks) {
+    // One pass (each row read once, dx may alias dy: a warp reads its row
+    // whole before it writes), then the warps' column partials in order.
+    int64_t warps = layerNormWarps(rows), per = (rows + warps - 1) / warps;
+    int64_t packsPerLane = (n / kPack + 31) / 32;
+    int blocks = int((warps + 7) / 8);
+    dispatch(t, [&](auto tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      auto launch = [&](auto kernel) {
+        kernel<<<blocks, 256, 0, s>>>(as(dy, tag), as(x, tag), as(gamma, tag),
+                                      mean, rstd, as(dx, tag), rows, n, per,
+                                      warps, scratch);
+      };
+      if (packsPerLane <= 1)
+        launch(layerNormBwdWarpKernel<T, 1>);
+      else if (packsPerLane <= 2)
+        launch(layerNormBwdWarpKernel<T, 2>);
+      else if (packsPerLane <= 3)
+        launch(layerNormBwdWarpKernel<T, 3>);
+      else
+        launch(layerNormBwdWarpKernel<T, 4>);
+      dispatch(tg, [&](auto gt) {
+        columnFinishKernel<<<gridFor(n), kThreads, 0, s>>>(
+            scratch, warps, n, as(dgamma, gt), as(dbeta, gt));
+      });
+    });
+    return;
+  }
   // The column pass reads x before the row pass may overwrite it in place
   // (dx may alias dy, never x).
   dispatch(t, [&](auto tag) {
@@ -1581,8 +1789,6 @@ void layerNormBwd(const void *dy, const void *x, const void *gamma,
                                           n},
                       as(dgamma, gt), as(dbeta, gt), scratch, s);
     });
-    bool vec = n % kPack == 0 && aligned16(dy) && aligned16(x) &&
-               aligned16(gamma) && aligned16(dx);
     layerNormBwdRowKernel<<<unsigned(rows), rowThreads(n, vec), 0, s>>>(
         as(dy, tag), as(x, tag), as(gamma, tag), mean, rstd, as(dx, tag), n,
         vec);
